@@ -1,0 +1,52 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Out-of-tree build of nmiclock.ko.
+#
+#   make                          against the running kernel's build tree
+#   make KDIR=/path/to/build LLVM=1
+#                                 against your own Rust-enabled kernel build
+#                                 (pass the same LLVM=/RUSTC= it was built with)
+#   make PROVISIONED=1            against the kernel scripts/provision built
+#                                 (FLAVOUR=default), with its toolchain
+#   make clean | modules_install | help
+#
+# The project's two main commands are scripts/run-main and scripts/run-tests
+# (see README.md); `make run` and `make check` call them.
+
+KDIR ?= /lib/modules/$(shell uname -r)/build
+FLAVOUR ?= default
+
+ifneq ($(PROVISIONED),)
+KDIR := $(shell $(CURDIR)/scripts/provision --flavour $(FLAVOUR) --print-kdir)
+ifeq ($(KDIR),)
+$(error no provisioned '$(FLAVOUR)' kernel: run scripts/provision first)
+endif
+TOOLCHAIN := $(shell $(CURDIR)/scripts/provision --print-make-vars)
+endif
+
+KMAKE = $(MAKE) -C $(KDIR) M=$(CURDIR) $(TOOLCHAIN)
+
+all: modules
+
+modules modules_install:
+	@test -e $(KDIR)/Makefile || { \
+		echo "nmiclock: no kernel build tree at KDIR=$(KDIR)" >&2; \
+		echo "nmiclock: pass KDIR=/path/to/build or use PROVISIONED=1" >&2; \
+		exit 2; }
+	$(KMAKE) $@
+
+clean:
+	@if [ -e $(KDIR)/Makefile ]; then $(KMAKE) clean; fi
+	rm -f rust/*.o rust/.*.cmd rust/*.d rust/.*.d *.o *.ko *.mod *.mod.c \
+		.*.cmd modules.order Module.symvers
+
+run:
+	scripts/run-main
+
+check:
+	scripts/run-tests
+
+help:
+	@sed -n '3,15p' Makefile | sed 's/^# \{0,1\}//'
+
+.PHONY: all modules modules_install clean run check help

@@ -1,0 +1,129 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# functions.sh: helpers shared by nmiclock's scripts.  Sourced, never run.
+#
+# Everything that is built for the project (bindgen, the unpacked kernel
+# source, configured and built kernels, VM probe results) lives in one cache
+# directory outside the checkout:
+#
+#   NMICLOCK_CACHE (default: ${XDG_CACHE_HOME:-$HOME/.cache}/nmiclock)
+
+NMC_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+NMC_CACHE=${NMICLOCK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nmiclock}
+
+# Toolchain used for the kernel and the module (see
+# ../shared/notes/platform.md in the team notes for why these and no others).
+NMC_LLVM=-14
+NMC_RUSTC=/usr/bin/rustc
+NMC_BINDGEN_VERSION=0.73.2
+NMC_BINDGEN=$NMC_CACHE/tools/bin/bindgen
+NMC_KERNEL_PKG=linux-source-6.12
+NMC_KERNEL_TARBALL=/usr/src/linux-source-6.12.tar.xz
+
+# Bump when the way a kernel is configured or built changes, so that cached
+# builds made the old way are not reused.
+NMC_KBUILD_SCHEME=1
+
+# The kselftest-style config fragments, per kernel flavour.
+NMC_SELFTEST_DIR=$NMC_ROOT/tools/testing/selftests/nmiclock
+
+NMC_JOBS=${NMICLOCK_JOBS:-$(nproc)}
+
+# rustup's cargo (host crates, bindgen) may not be on a non-login PATH.
+if ! command -v cargo >/dev/null && [ -x "$HOME/.cargo/bin/cargo" ]; then
+	PATH=$PATH:$HOME/.cargo/bin
+fi
+
+nmc_prog=$(basename "$0")
+
+nmc_log() {
+	printf '%s: %s\n' "$nmc_prog" "$*"
+}
+
+nmc_err() {
+	printf '%s: error: %s\n' "$nmc_prog" "$*" >&2
+}
+
+nmc_die() {
+	nmc_err "$@"
+	exit 2
+}
+
+# nmc_step N TOTAL MESSAGE: announce step N of TOTAL of a long job.
+nmc_step() {
+	local n=$1 total=$2
+	shift 2
+	printf '%s: [%s/%s] %s\n' "$nmc_prog" "$n" "$total" "$*"
+}
+
+# nmc_run_logged LOGFILE LABEL CMD...: run CMD with its output in LOGFILE,
+# printing a heartbeat every 20 s so a long step is visibly alive.  On
+# failure the tail of the log is shown and the status returned.
+nmc_run_logged() {
+	local logfile=$1 label=$2
+	shift 2
+	local start=$SECONDS rc pid
+	"$@" >"$logfile" 2>&1 &
+	pid=$!
+	while kill -0 "$pid" 2>/dev/null; do
+		local i
+		for i in $(seq 20); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 1
+		done
+		kill -0 "$pid" 2>/dev/null || break
+		printf '%s:       %s: %ds, %d lines of output, last: %s\n' \
+			"$nmc_prog" "$label" $((SECONDS - start)) \
+			"$(wc -l <"$logfile")" "$(tail -n 1 "$logfile" | cut -c1-70)"
+	done
+	wait "$pid"
+	rc=$?
+	if [ "$rc" -ne 0 ]; then
+		nmc_err "$label failed (exit $rc) after $((SECONDS - start))s; last lines of $logfile:"
+		tail -n 40 "$logfile" >&2
+	else
+		printf '%s:       %s: done in %ds\n' "$nmc_prog" "$label" $((SECONDS - start))
+	fi
+	return "$rc"
+}
+
+# Config fragments that make up a kernel flavour, in merge order.
+nmc_flavour_fragments() {
+	case $1 in
+	default) echo "$NMC_SELFTEST_DIR/config" ;;
+	*) return 1 ;;
+	esac
+}
+
+nmc_kernel_version() {
+	dpkg-query -W -f='${Version}' "$NMC_KERNEL_PKG" 2>/dev/null
+}
+
+# The inputs that decide whether a cached kernel build can be reused, one
+# per line.  A change in any of them gives a new cache key.
+nmc_kernel_key_inputs() {
+	local flavour=$1 frag
+	echo "scheme: $NMC_KBUILD_SCHEME"
+	echo "flavour: $flavour"
+	echo "kernel: $NMC_KERNEL_PKG $(nmc_kernel_version)"
+	echo "rustc: $("$NMC_RUSTC" --version 2>/dev/null)"
+	echo "clang: $(clang$NMC_LLVM --version 2>/dev/null | head -n 1)"
+	echo "bindgen: $("$NMC_BINDGEN" --version 2>/dev/null)"
+	for frag in $(nmc_flavour_fragments "$flavour"); do
+		echo "fragment: ${frag#"$NMC_ROOT"/} $(sha256sum <"$frag" | cut -c1-16)"
+	done
+}
+
+nmc_kernel_key() {
+	nmc_kernel_key_inputs "$1" | sha256sum | cut -c1-12
+}
+
+# Build directory (O=) of a flavour's kernel for the current inputs.
+nmc_kernel_dir() {
+	echo "$NMC_CACHE/kernels/$1-$(nmc_kernel_key "$1")"
+}
+
+# Make variables that select the project's toolchain.
+nmc_make_vars() {
+	echo "LLVM=$NMC_LLVM RUSTC=$NMC_RUSTC BINDGEN=$NMC_BINDGEN"
+}
