@@ -37,7 +37,8 @@ modules modules_install:
 
 clean:
 	@if [ -e $(KDIR)/Makefile ]; then $(KMAKE) clean; fi
-	rm -f rust/*.o rust/.*.cmd rust/*.d rust/.*.d *.o *.ko *.mod *.mod.c \
+	rm -f rust/*.o rust/.*.cmd rust/*.d rust/.*.d samples/*.o samples/*.ko \
+		samples/*.mod samples/*.mod.c samples/.*.cmd *.o *.ko *.mod *.mod.c \
 		.*.cmd modules.order Module.symvers
 
 run:

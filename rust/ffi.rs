@@ -4,21 +4,26 @@
 //!
 //! This is the only file that declares or calls the glue. It offers:
 //!
+//! - [`params`]: the module parameters as given at load;
 //! - [`DebugfsDir`]: a directory at the debugfs root that removes itself and
-//!   everything in it when dropped, and read-only files in it whose contents
-//!   a plain Rust function renders through a [`SeqFile`];
-//! - [`num_online_cpus`] and [`tsc_khz`].
+//!   everything in it when dropped, with files whose contents a plain Rust
+//!   function renders through a [`SeqFile`] and, optionally, whose writes a
+//!   plain Rust function handles;
+//! - [`HrTimer`]: a hard-IRQ hrtimer whose callback returns its next period;
+//! - [`run_on_each_cpu`]: a function run in a kthread on every online CPU;
+//! - small wrappers: CPU ids and counts, `tsc_khz`, `local_clock()`,
+//!   `ktime_get_mono_fast_ns()`, interrupts off, `ndelay()`, `cond_resched()`.
 
 use core::fmt;
 use core::ptr::NonNull;
 
-use kernel::error::{from_err_ptr, Result};
-use kernel::ffi::{c_char, c_int, c_uint, c_ushort, c_void};
+use kernel::error::{from_err_ptr, to_result, Result};
+use kernel::ffi::{c_char, c_int, c_uint, c_ulong, c_ushort, c_void};
 use kernel::str::CStr;
 
 /// Declarations matching `rust/nmiclock_glue.h`.
 mod raw {
-    use super::{c_char, c_int, c_uint, c_ushort, c_void};
+    use super::{c_char, c_int, c_uint, c_ulong, c_ushort, c_void};
 
     /// `struct dentry`, only ever behind a pointer.
     #[repr(C)]
@@ -32,13 +37,30 @@ mod raw {
         _opaque: [u8; 0],
     }
 
+    /// `struct nmiclock_timer`, only ever behind a pointer.
+    #[repr(C)]
+    pub(super) struct Timer {
+        _opaque: [u8; 0],
+    }
+
+    /// `struct nmiclock_params`.
+    #[repr(C)]
+    pub(super) struct Params {
+        pub(super) clock: *const c_char,
+        pub(super) counter: *const c_char,
+        pub(super) counter_bits: c_uint,
+        pub(super) tear_window_ns: c_uint,
+    }
+
     extern "C" {
+        pub(super) fn nmiclock_get_params(p: *mut Params);
         pub(super) fn nmiclock_debugfs_create_dir(name: *const c_char) -> *mut Dentry;
         pub(super) fn nmiclock_debugfs_create_file(
             name: *const c_char,
             mode: c_ushort,
             parent: *mut Dentry,
             private: *const c_void,
+            writable: bool,
         ) -> *mut Dentry;
         pub(super) fn nmiclock_debugfs_remove(dentry: *mut Dentry);
         pub(super) fn nmiclock_seq_write(
@@ -46,10 +68,70 @@ mod raw {
             buf: *const c_char,
             len: usize,
         ) -> c_int;
+        pub(super) fn nmiclock_timer_new(f: extern "C" fn() -> u64) -> *mut Timer;
+        pub(super) fn nmiclock_timer_start(t: *mut Timer, ns: u64);
+        pub(super) fn nmiclock_timer_cancel(t: *mut Timer);
+        pub(super) fn nmiclock_timer_free(t: *mut Timer);
+        pub(super) fn nmiclock_run_on_each_cpu(f: extern "C" fn(cpu: c_uint)) -> c_int;
         pub(super) fn nmiclock_num_online_cpus() -> c_uint;
+        pub(super) fn nmiclock_nr_cpu_ids() -> c_uint;
+        pub(super) fn nmiclock_cpu() -> c_uint;
         pub(super) fn nmiclock_tsc_khz() -> c_uint;
+        pub(super) fn nmiclock_local_clock() -> u64;
+        pub(super) fn nmiclock_mono_fast_ns() -> u64;
+        pub(super) fn nmiclock_irq_save() -> c_ulong;
+        pub(super) fn nmiclock_irq_restore(flags: c_ulong);
+        pub(super) fn nmiclock_ndelay(ns: c_uint);
+        pub(super) fn nmiclock_cond_resched();
     }
 }
+
+// ---- module parameters -------------------------------------------------------
+
+/// The module parameters as given at load, not yet validated.
+pub(crate) struct Params {
+    /// `clock=`
+    pub(crate) clock: &'static str,
+    /// `counter=`
+    pub(crate) counter: &'static str,
+    /// `counter_bits=`
+    pub(crate) counter_bits: u32,
+    /// `tear_window_ns=`
+    pub(crate) tear_window_ns: u32,
+}
+
+/// Converts a parameter string; one that is not UTF-8 becomes "?", which no
+/// valid value is, so validation rejects it.
+fn param_str(ptr: *const c_char) -> &'static str {
+    if ptr.is_null() {
+        return "";
+    }
+    // SAFETY: The glue returns pointers to NUL-terminated parameter strings,
+    // which live (unchanged: the parameters are read-only) until the module
+    // is unloaded, longer than any user of `Params`.
+    let s = unsafe { CStr::from_char_ptr(ptr) };
+    s.to_str().unwrap_or("?")
+}
+
+/// Reads the module parameters.
+pub(crate) fn params() -> Params {
+    let mut p = raw::Params {
+        clock: core::ptr::null(),
+        counter: core::ptr::null(),
+        counter_bits: 0,
+        tear_window_ns: 0,
+    };
+    // SAFETY: `p` is a valid, writable `struct nmiclock_params`.
+    unsafe { raw::nmiclock_get_params(&mut p) };
+    Params {
+        clock: param_str(p.clock),
+        counter: param_str(p.counter),
+        counter_bits: p.counter_bits,
+        tear_window_ns: p.tear_window_ns,
+    }
+}
+
+// ---- debugfs -------------------------------------------------------------------
 
 /// The output buffer of a debugfs file being read.
 ///
@@ -83,6 +165,9 @@ impl fmt::Write for SeqFile {
 pub(crate) struct FileOps {
     /// Renders the whole file.
     pub(crate) show: fn(&mut SeqFile) -> fmt::Result,
+    /// Handles one write (at most 256 bytes, never empty); `None` for a
+    /// read-only file. An error is returned to the writer as is.
+    pub(crate) write: Option<fn(&[u8]) -> Result>,
 }
 
 /// The `->show()` of every file the glue creates (called from C).
@@ -103,6 +188,32 @@ unsafe extern "C" fn nmiclock_rs_show(m: *mut raw::SeqFileRaw, private: *const c
     // A full buffer is not an error: seq_file retries with a larger one.
     let _ = (ops.show)(&mut seq);
     0
+}
+
+/// The `->write()` of every writable file the glue creates (called from C).
+///
+/// # Safety
+///
+/// `private` must be the private data of a file created by
+/// [`DebugfsDir::create_file`], and `buf` valid for reads of `len` bytes
+/// for the duration of the call.
+#[no_mangle]
+unsafe extern "C" fn nmiclock_rs_write(
+    private: *const c_void,
+    buf: *const u8,
+    len: usize,
+) -> c_int {
+    // SAFETY: As in `nmiclock_rs_show()`.
+    let ops = unsafe { &*private.cast::<FileOps>() };
+    // SAFETY: The caller guarantees `buf` is valid for `len` bytes.
+    let bytes = unsafe { core::slice::from_raw_parts(buf, len) };
+    match ops.write {
+        Some(write) => match write(bytes) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        },
+        None => kernel::error::code::EINVAL.to_errno(),
+    }
 }
 
 /// A debugfs directory at the debugfs root, removed recursively on drop.
@@ -132,22 +243,23 @@ impl DebugfsDir {
             .ok_or(kernel::error::code::ENOMEM)
     }
 
-    /// Creates a read-only file `name` with permissions `mode` whose contents
-    /// `ops.show` renders on every read.
+    /// Creates a file `name` with permissions `mode`: `ops.show` renders it
+    /// on every read, `ops.write` (if any) handles writes.
     ///
     /// The file goes when the directory is dropped; `ops` is `'static` so it
-    /// outlives any read in flight.
+    /// outlives any read or write in flight.
     pub(crate) fn create_file(&self, name: &CStr, mode: u16, ops: &'static FileOps) -> Result {
         let private: *const FileOps = ops;
         // SAFETY: `name` is NUL-terminated, `self.dentry` is a live directory
-        // (type invariant) and `private` is valid forever, as
-        // `nmiclock_rs_show()` requires.
+        // (type invariant) and `private` is valid forever, as the
+        // `nmiclock_rs_*()` callbacks require.
         let ptr = unsafe {
             raw::nmiclock_debugfs_create_file(
                 name.as_char_ptr(),
                 mode,
                 self.dentry.as_ptr(),
                 private.cast(),
+                ops.write.is_some(),
             )
         };
         from_err_ptr(ptr).map(|_| ())
@@ -157,10 +269,71 @@ impl DebugfsDir {
 impl Drop for DebugfsDir {
     fn drop(&mut self) {
         // SAFETY: By the type invariant the directory is live; it is removed
-        // once, here. debugfs waits for reads in flight before returning.
+        // once, here. debugfs waits for reads and writes in flight.
         unsafe { raw::nmiclock_debugfs_remove(self.dentry.as_ptr()) };
     }
 }
+
+// ---- hrtimer --------------------------------------------------------------------
+
+/// A hard-IRQ `CLOCK_MONOTONIC` hrtimer. Its callback runs in hard-IRQ
+/// context and returns the next period in ns, or 0 to stop. Cancelled and
+/// freed on drop.
+///
+/// # Invariants
+///
+/// `ptr` was returned by `nmiclock_timer_new()` and not freed.
+pub(crate) struct HrTimer {
+    ptr: NonNull<raw::Timer>,
+}
+
+// SAFETY: hrtimers may be started and cancelled from any thread.
+unsafe impl Send for HrTimer {}
+// SAFETY: As above; the glue's operations take the hrtimer's own lock.
+unsafe impl Sync for HrTimer {}
+
+impl HrTimer {
+    /// Creates a stopped timer running `callback`.
+    pub(crate) fn new(callback: extern "C" fn() -> u64) -> Result<Self> {
+        // SAFETY: Any `extern "C" fn() -> u64` is a valid callback.
+        let ptr = unsafe { raw::nmiclock_timer_new(callback) };
+        // INVARIANT: Non-null means a live timer.
+        NonNull::new(ptr)
+            .map(|ptr| Self { ptr })
+            .ok_or(kernel::error::code::ENOMEM)
+    }
+
+    /// (Re)starts the timer to fire `ns` from now.
+    pub(crate) fn start(&self, ns: u64) {
+        // SAFETY: The timer is live (type invariant).
+        unsafe { raw::nmiclock_timer_start(self.ptr.as_ptr(), ns) };
+    }
+
+    /// Stops the timer, waiting for a callback in flight.
+    pub(crate) fn cancel(&self) {
+        // SAFETY: The timer is live (type invariant).
+        unsafe { raw::nmiclock_timer_cancel(self.ptr.as_ptr()) };
+    }
+}
+
+impl Drop for HrTimer {
+    fn drop(&mut self) {
+        // SAFETY: The timer is live and freed once, here; the glue cancels it
+        // (waiting for a running callback) first.
+        unsafe { raw::nmiclock_timer_free(self.ptr.as_ptr()) };
+    }
+}
+
+// ---- per-CPU kthreads ------------------------------------------------------------
+
+/// Runs `f(cpu)` in a kthread bound to each online CPU, all at once, and
+/// returns when all have finished. CPU hotplug waits meanwhile.
+pub(crate) fn run_on_each_cpu(f: extern "C" fn(cpu: c_uint)) -> Result {
+    // SAFETY: Any `extern "C" fn(c_uint)` is a valid callback.
+    to_result(unsafe { raw::nmiclock_run_on_each_cpu(f) })
+}
+
+// ---- small wrappers ----------------------------------------------------------------
 
 /// Number of CPUs online right now.
 pub(crate) fn num_online_cpus() -> u32 {
@@ -168,8 +341,60 @@ pub(crate) fn num_online_cpus() -> u32 {
     unsafe { raw::nmiclock_num_online_cpus() }
 }
 
+/// One more than the highest possible CPU id.
+pub(crate) fn nr_cpu_ids() -> u32 {
+    // SAFETY: No preconditions; reads a variable set during boot.
+    unsafe { raw::nmiclock_nr_cpu_ids() }
+}
+
+/// The CPU this runs on (may change right after, unless preemption is off).
+#[inline]
+pub(crate) fn cpu() -> u32 {
+    // SAFETY: No preconditions (`raw_smp_processor_id()`).
+    unsafe { raw::nmiclock_cpu() }
+}
+
 /// TSC frequency in kHz as the kernel calibrated it (0 when there is none).
 pub(crate) fn tsc_khz() -> u32 {
     // SAFETY: No preconditions; reads a variable set during boot.
     unsafe { raw::nmiclock_tsc_khz() }
+}
+
+/// The kernel's `local_clock()`, in ns.
+#[inline]
+pub(crate) fn local_clock() -> u64 {
+    // SAFETY: No preconditions; callable from any context.
+    unsafe { raw::nmiclock_local_clock() }
+}
+
+/// The kernel's NMI-safe `ktime_get_mono_fast_ns()`.
+#[inline]
+pub(crate) fn mono_fast_ns() -> u64 {
+    // SAFETY: No preconditions; callable from any context, NMI included.
+    unsafe { raw::nmiclock_mono_fast_ns() }
+}
+
+/// Runs `f` with local interrupts disabled (NMIs still arrive).
+#[inline]
+pub(crate) fn with_irqs_disabled<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: Saving and disabling interrupts has no preconditions.
+    let flags = unsafe { raw::nmiclock_irq_save() };
+    let r = f();
+    // SAFETY: `flags` came from the matching save on this CPU (interrupts
+    // were off in between, so no migration).
+    unsafe { raw::nmiclock_irq_restore(flags) };
+    r
+}
+
+/// Busy-waits about `ns` nanoseconds.
+pub(crate) fn ndelay(ns: u32) {
+    // SAFETY: No preconditions.
+    unsafe { raw::nmiclock_ndelay(ns) };
+}
+
+/// Lets the scheduler run something else if it needs to. Task context
+/// only: elsewhere the kernel warns (`might_sleep()`).
+pub(crate) fn cond_resched() {
+    // SAFETY: No memory-safety preconditions.
+    unsafe { raw::nmiclock_cond_resched() };
 }

@@ -7,13 +7,57 @@
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/completion.h>
+#include <linux/cpu.h>
 #include <linux/cpumask.h>
 #include <linux/debugfs.h>
+#include <linux/delay.h>
+#include <linux/hrtimer.h>
+#include <linux/kthread.h>
 #include <linux/module.h>
+#include <linux/sched/clock.h>
 #include <linux/seq_file.h>
+#include <linux/slab.h>
+#include <linux/timekeeping.h>
+#include <linux/uaccess.h>
 #include <asm/tsc.h>
 
 #include "nmiclock_glue.h"
+
+/* ---- module parameters (validated in Rust; see Documentation) ---------- */
+
+static char *clock = "latch";
+module_param(clock, charp, 0444);
+MODULE_PARM_DESC(clock, "read-side protection: latch, seqcount or unprotected");
+
+static char *counter = "tsc_ordered";
+module_param(counter, charp, 0444);
+MODULE_PARM_DESC(counter, "counter source: tsc_ordered or tsc");
+
+static unsigned int counter_bits = 64;
+module_param(counter_bits, uint, 0444);
+MODULE_PARM_DESC(counter_bits, "counter width, 16..64: narrower wraps sooner");
+
+static unsigned int tear_window_ns;
+module_param(tear_window_ns, uint, 0444);
+MODULE_PARM_DESC(tear_window_ns, "fault injection: writer pause between its stores, 0..1000000 ns");
+
+void nmiclock_get_params(struct nmiclock_params *p)
+{
+	p->clock = clock ? clock : "";
+	p->counter = counter ? counter : "";
+	p->counter_bits = counter_bits;
+	p->tear_window_ns = tear_window_ns;
+}
+
+/* ---- the exported clock ------------------------------------------------- */
+
+EXPORT_SYMBOL_GPL(nmiclock_sched_clock);
+
+/* ---- debugfs ------------------------------------------------------------ */
+
+/* Longest write a debugfs file accepts; longer ones get -EINVAL. */
+#define NMICLOCK_WRITE_MAX 256
 
 static int nmiclock_seq_show(struct seq_file *m, void *v)
 {
@@ -25,14 +69,41 @@ static int nmiclock_debugfs_open(struct inode *inode, struct file *file)
 	return single_open(file, nmiclock_seq_show, inode->i_private);
 }
 
+static ssize_t nmiclock_debugfs_write(struct file *file, const char __user *ubuf,
+				      size_t len, loff_t *ppos)
+{
+	struct seq_file *m = file->private_data;
+	char *buf;
+	int ret;
+
+	if (len == 0 || len > NMICLOCK_WRITE_MAX)
+		return -EINVAL;
+	buf = memdup_user_nul(ubuf, len);
+	if (IS_ERR(buf))
+		return PTR_ERR(buf);
+	ret = nmiclock_rs_write(m->private, buf, len);
+	kfree(buf);
+	return ret ? ret : len;
+}
+
 /*
  * debugfs_create_file() gives these a full proxy: debugfs_remove() waits for
- * every ->show() in flight, so Rust data behind @priv may go once it returns.
+ * every ->show() and ->write() in flight, so Rust data behind @priv may go
+ * once it returns.
  */
-static const struct file_operations nmiclock_debugfs_fops = {
+static const struct file_operations nmiclock_debugfs_ro_fops = {
 	.owner = THIS_MODULE,
 	.open = nmiclock_debugfs_open,
 	.read = seq_read,
+	.llseek = seq_lseek,
+	.release = single_release,
+};
+
+static const struct file_operations nmiclock_debugfs_rw_fops = {
+	.owner = THIS_MODULE,
+	.open = nmiclock_debugfs_open,
+	.read = seq_read,
+	.write = nmiclock_debugfs_write,
 	.llseek = seq_lseek,
 	.release = single_release,
 };
@@ -44,10 +115,11 @@ struct dentry *nmiclock_debugfs_create_dir(const char *name)
 
 struct dentry *nmiclock_debugfs_create_file(const char *name, umode_t mode,
 					    struct dentry *parent,
-					    const void *priv)
+					    const void *priv, bool writable)
 {
 	return debugfs_create_file(name, mode, parent, (void *)priv,
-				   &nmiclock_debugfs_fops);
+				   writable ? &nmiclock_debugfs_rw_fops :
+					      &nmiclock_debugfs_ro_fops);
 }
 
 void nmiclock_debugfs_remove(struct dentry *dentry)
@@ -60,12 +132,173 @@ int nmiclock_seq_write(struct seq_file *m, const char *buf, size_t len)
 	return seq_write(m, buf, len);
 }
 
+/* ---- hrtimer ------------------------------------------------------------ */
+
+/* A hard-IRQ hrtimer whose callback returns the next period in ns, 0 to stop. */
+struct nmiclock_timer {
+	struct hrtimer timer;
+	u64 (*fn)(void);
+};
+
+static enum hrtimer_restart nmiclock_timer_fire(struct hrtimer *timer)
+{
+	struct nmiclock_timer *t = container_of(timer, struct nmiclock_timer, timer);
+	u64 next = t->fn();
+
+	if (!next)
+		return HRTIMER_NORESTART;
+	hrtimer_forward_now(timer, ns_to_ktime(next));
+	return HRTIMER_RESTART;
+}
+
+struct nmiclock_timer *nmiclock_timer_new(u64 (*fn)(void))
+{
+	struct nmiclock_timer *t = kzalloc(sizeof(*t), GFP_KERNEL);
+
+	if (!t)
+		return NULL;
+	hrtimer_init(&t->timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_HARD);
+	t->timer.function = nmiclock_timer_fire;
+	t->fn = fn;
+	return t;
+}
+
+void nmiclock_timer_start(struct nmiclock_timer *t, u64 ns)
+{
+	hrtimer_start(&t->timer, ns_to_ktime(ns), HRTIMER_MODE_REL_HARD);
+}
+
+void nmiclock_timer_cancel(struct nmiclock_timer *t)
+{
+	hrtimer_cancel(&t->timer);
+}
+
+void nmiclock_timer_free(struct nmiclock_timer *t)
+{
+	hrtimer_cancel(&t->timer);
+	kfree(t);
+}
+
+/* ---- per-CPU kthreads ---------------------------------------------------- */
+
+struct nmiclock_cpu_work {
+	void (*fn)(unsigned int cpu);
+	unsigned int cpu;
+	struct task_struct *task;
+	struct completion done;
+};
+
+static int nmiclock_cpu_thread(void *arg)
+{
+	struct nmiclock_cpu_work *w = arg;
+
+	w->fn(w->cpu);
+	complete(&w->done);
+	/* kthread_stop() needs the thread alive: wait for it. */
+	set_current_state(TASK_INTERRUPTIBLE);
+	while (!kthread_should_stop()) {
+		schedule();
+		set_current_state(TASK_INTERRUPTIBLE);
+	}
+	__set_current_state(TASK_RUNNING);
+	return 0;
+}
+
+/*
+ * Runs @fn(cpu) in a kthread bound to each online CPU, all at once, and
+ * returns when every one has finished.  CPU hotplug waits meanwhile.
+ * kthread() skips the thread function of a thread stopped before it first
+ * ran, so each thread's completion is awaited before it is stopped.
+ */
+int nmiclock_run_on_each_cpu(void (*fn)(unsigned int cpu))
+{
+	struct nmiclock_cpu_work *works;
+	unsigned int cpu;
+	int ret = 0;
+
+	works = kcalloc(nr_cpu_ids, sizeof(*works), GFP_KERNEL);
+	if (!works)
+		return -ENOMEM;
+	cpus_read_lock();
+	for_each_online_cpu(cpu) {
+		struct task_struct *task;
+
+		works[cpu].fn = fn;
+		works[cpu].cpu = cpu;
+		init_completion(&works[cpu].done);
+		task = kthread_create_on_cpu(nmiclock_cpu_thread, &works[cpu],
+					     cpu, "nmiclock/%u");
+		if (IS_ERR(task)) {
+			ret = PTR_ERR(task);
+			break;
+		}
+		works[cpu].task = task;
+	}
+	if (!ret) {
+		for_each_online_cpu(cpu)
+			wake_up_process(works[cpu].task);
+		for_each_online_cpu(cpu)
+			wait_for_completion(&works[cpu].done);
+	}
+	for_each_online_cpu(cpu)
+		if (works[cpu].task)
+			kthread_stop(works[cpu].task);
+	cpus_read_unlock();
+	kfree(works);
+	return ret;
+}
+
+/* ---- small wrappers ------------------------------------------------------- */
+
 unsigned int nmiclock_num_online_cpus(void)
 {
 	return num_online_cpus();
 }
 
+unsigned int nmiclock_nr_cpu_ids(void)
+{
+	return nr_cpu_ids;
+}
+
+unsigned int nmiclock_cpu(void)
+{
+	return raw_smp_processor_id();
+}
+
 unsigned int nmiclock_tsc_khz(void)
 {
 	return tsc_khz;
+}
+
+u64 nmiclock_local_clock(void)
+{
+	return local_clock();
+}
+
+u64 nmiclock_mono_fast_ns(void)
+{
+	return ktime_get_mono_fast_ns();
+}
+
+unsigned long nmiclock_irq_save(void)
+{
+	unsigned long flags;
+
+	local_irq_save(flags);
+	return flags;
+}
+
+void nmiclock_irq_restore(unsigned long flags)
+{
+	local_irq_restore(flags);
+}
+
+void nmiclock_ndelay(unsigned int ns)
+{
+	ndelay(ns);
+}
+
+void nmiclock_cond_resched(void)
+{
+	cond_resched();
 }

@@ -4,12 +4,16 @@
  * crate does not wrap.  rust/ffi.rs declares the same functions for Rust and
  * wraps them in safe types; nothing else in Rust calls them.
  *
- * Why each one exists:
+ * Why each group exists:
+ *  - module parameters: the 6.12 module! macro takes no params.
  *  - debugfs and seq_file: no Rust abstraction in 6.12.
- *  - cpumask and tsc_khz: macros and arch data bindgen does not see.
+ *  - hrtimer and per-CPU kthreads: no Rust abstraction in 6.12.
+ *  - cpumask, tsc_khz, local_clock(), irq flags, ndelay(): macros, inline
+ *    functions and arch data that bindgen does not see.
+ *  - EXPORT_SYMBOL_GPL(nmiclock_sched_clock): exports need the C macro.
  *
- * The Rust side implements nmiclock_rs_show(), the seq_file ->show() of
- * every debugfs file the glue creates.
+ * The Rust side implements the nmiclock_rs_*() callbacks and
+ * nmiclock_sched_clock().
  */
 #ifndef NMICLOCK_GLUE_H
 #define NMICLOCK_GLUE_H
@@ -18,18 +22,46 @@
 
 struct dentry;
 struct seq_file;
+struct nmiclock_timer;
 
-/* Implemented in Rust (rust/ffi.rs): render the file whose private data is @priv. */
+/* Module parameters as given at load, for Rust to validate. */
+struct nmiclock_params {
+	const char *clock;
+	const char *counter;
+	unsigned int counter_bits;
+	unsigned int tear_window_ns;
+};
+
+void nmiclock_get_params(struct nmiclock_params *p);
+
+/* Implemented in Rust (rust/ffi.rs). */
 int nmiclock_rs_show(struct seq_file *m, const void *priv);
+int nmiclock_rs_write(const void *priv, const char *buf, size_t len);
+u64 nmiclock_sched_clock(void);
 
 struct dentry *nmiclock_debugfs_create_dir(const char *name);
 struct dentry *nmiclock_debugfs_create_file(const char *name, umode_t mode,
 					    struct dentry *parent,
-					    const void *priv);
+					    const void *priv, bool writable);
 void nmiclock_debugfs_remove(struct dentry *dentry);
 int nmiclock_seq_write(struct seq_file *m, const char *buf, size_t len);
 
+struct nmiclock_timer *nmiclock_timer_new(u64 (*fn)(void));
+void nmiclock_timer_start(struct nmiclock_timer *t, u64 ns);
+void nmiclock_timer_cancel(struct nmiclock_timer *t);
+void nmiclock_timer_free(struct nmiclock_timer *t);
+
+int nmiclock_run_on_each_cpu(void (*fn)(unsigned int cpu));
+
 unsigned int nmiclock_num_online_cpus(void);
+unsigned int nmiclock_nr_cpu_ids(void);
+unsigned int nmiclock_cpu(void);
 unsigned int nmiclock_tsc_khz(void);
+u64 nmiclock_local_clock(void);
+u64 nmiclock_mono_fast_ns(void);
+unsigned long nmiclock_irq_save(void);
+void nmiclock_irq_restore(unsigned long flags);
+void nmiclock_ndelay(unsigned int ns);
+void nmiclock_cond_resched(void);
 
 #endif /* NMICLOCK_GLUE_H */

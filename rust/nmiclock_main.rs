@@ -7,10 +7,16 @@
 //!
 //! Supported features:
 //!
-//! - `/sys/kernel/debug/nmiclock/stats` (root-only): `key: value` lines
-//!   describing the module and the machine's counter, including the TSC
-//!   `mult`/`shift` pair computed by the same [`cyc_ns`] code the host tests
-//!   check.
+//! - A `sched_clock` replacement read through a seqcount latch, so an NMI
+//!   can read it even while the epoch is being updated on its CPU, and the
+//!   designs it replaced (`clock=latch|seqcount|unprotected`), over an
+//!   ordered or a bare TSC read (`counter=tsc_ordered|tsc`) masked to
+//!   `counter_bits` (16..64) bits; `tear_window_ns` widens the writer's race
+//!   window. See [`clock`] and [`kclock`].
+//! - `nmiclock_sched_clock()`, exported GPL for other modules.
+//! - debugfs, root-only, under `/sys/kernel/debug/nmiclock/`: `stats`
+//!   (`key: value` lines) and `check` (write a duration in ms to run the
+//!   task-context clock check on every CPU; read its results).
 //! - One `pr_info` line on load, everything it created removed on unload.
 //!
 //! The kernel-independent core lives in `rust/nmiclock_core/src/`: each file
@@ -23,9 +29,32 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::c_str;
 use kernel::prelude::*;
 
+#[path = "nmiclock_core/src/clock.rs"]
+pub mod clock;
+#[path = "nmiclock_core/src/counter.rs"]
+pub mod counter;
 #[path = "nmiclock_core/src/cyc_ns.rs"]
 pub mod cyc_ns;
+#[path = "nmiclock_core/src/parse.rs"]
+pub mod parse;
+#[path = "nmiclock_core/src/spin.rs"]
+pub mod spin;
+
 mod ffi;
+mod kclock;
+mod percpu;
+
+/// Atomics and the spin hint for the shared core files: `core`'s (the host
+/// crate switches to loom's for model checking).
+mod sync {
+    pub(crate) use core::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+    /// `cpu_relax()`.
+    #[inline(always)]
+    pub(crate) fn spin_loop() {
+        core::hint::spin_loop();
+    }
+}
 
 module! {
     type: NmiClock,
@@ -36,7 +65,7 @@ module! {
 }
 
 /// Version reported in `stats` and the load message.
-const VERSION: &str = "0.1.0";
+const VERSION: &str = "0.2.0";
 
 /// Range of the TSC conversion shown in `stats`: 600 s, in ms (the pair is
 /// computed from kHz, as the kernel's own `cyc2ns` does).
@@ -45,7 +74,15 @@ const TSC_MAXSEC_MS: u32 = 600 * 1000;
 /// Reads of `stats` since load.
 static STATS_READS: AtomicU64 = AtomicU64::new(0);
 
-static STATS_OPS: ffi::FileOps = ffi::FileOps { show: show_stats };
+static STATS_OPS: ffi::FileOps = ffi::FileOps {
+    show: show_stats,
+    write: None,
+};
+
+static CHECK_OPS: ffi::FileOps = ffi::FileOps {
+    show: |w| kclock::show_check(w),
+    write: Some(write_check),
+};
 
 /// Renders `stats`: one `key: value` per line, keys in snake case.
 fn show_stats(seq: &mut ffi::SeqFile) -> fmt::Result {
@@ -60,39 +97,70 @@ fn show_stats(seq: &mut ffi::SeqFile) -> fmt::Result {
     writeln!(seq, "tsc_khz: {khz}")?;
     writeln!(seq, "tsc_mult: {mult}")?;
     writeln!(seq, "tsc_shift: {shift}")?;
-    writeln!(seq, "stats_reads: {reads}")
+    writeln!(seq, "stats_reads: {reads}")?;
+    kclock::show_stats(seq)
 }
 
-/// The loaded module. Dropping it tears down in the reverse order of
-/// [`NmiClock::init`].
+/// `check`: a duration in ms, 1..=60000, runs the clock check (blocking).
+fn write_check(input: &[u8]) -> Result {
+    match parse::parse_u32(input) {
+        Some(ms) if (1..=kclock::MAX_CHECK_MS).contains(&ms) => kclock::run_check(ms),
+        _ => {
+            pr_err!(
+                "check: want a duration in ms, 1..{}\n",
+                kclock::MAX_CHECK_MS
+            );
+            Err(EINVAL)
+        }
+    }
+}
+
+/// The loaded module. Fields drop in order: debugfs first (waiting for
+/// handlers in flight), then the clock.
 struct NmiClock {
     _debugfs: ffi::DebugfsDir,
+    _clock: kclock::Running,
 }
 
 impl kernel::Module for NmiClock {
     fn init(_module: &'static ThisModule) -> Result<Self> {
+        let params = ffi::params();
+        let cfg = kclock::Config::from_params(&params)?;
+        let clock = kclock::Running::start(&cfg)?;
+
         let debugfs = ffi::DebugfsDir::new(c_str!("nmiclock")).inspect_err(|e| {
             pr_err!(
                 "cannot create /sys/kernel/debug/nmiclock (error {}); is debugfs enabled?\n",
                 e.to_errno()
             )
         })?;
-        debugfs
-            .create_file(c_str!("stats"), 0o400, &STATS_OPS)
-            .inspect_err(|e| {
+        for (name, mode, ops) in [
+            (c_str!("stats"), 0o400, &STATS_OPS),
+            (c_str!("check"), 0o600, &CHECK_OPS),
+        ] {
+            debugfs.create_file(name, mode, ops).inspect_err(|e| {
                 pr_err!(
-                    "cannot create debugfs file stats (error {})\n",
+                    "cannot create debugfs file {} (error {})\n",
+                    name,
                     e.to_errno()
                 )
             })?;
+        }
 
         pr_info!(
-            "loaded: version {}, {} CPUs online, TSC {} kHz, debugfs at /sys/kernel/debug/nmiclock\n",
+            "loaded: version {}, clock={} counter={} counter_bits={} tear_window_ns={}, {} CPUs online, TSC {} kHz, debugfs at /sys/kernel/debug/nmiclock\n",
             VERSION,
+            params.clock,
+            params.counter,
+            params.counter_bits,
+            params.tear_window_ns,
             ffi::num_online_cpus(),
             ffi::tsc_khz()
         );
-        Ok(NmiClock { _debugfs: debugfs })
+        Ok(NmiClock {
+            _debugfs: debugfs,
+            _clock: clock,
+        })
     }
 }
 

@@ -17,4 +17,28 @@
 #![no_std]
 #![warn(missing_docs, unreachable_pub, unsafe_op_in_unsafe_fn)]
 
+pub mod clock;
+pub mod counter;
 pub mod cyc_ns;
+pub mod parse;
+pub mod spin;
+
+/// Atomics and the spin hint the shared files use: `core`'s, or loom's when
+/// model-checking (`RUSTFLAGS="--cfg loom"`). The kernel build has its own
+/// `sync` module with `core`'s.
+pub mod sync {
+    #[cfg(not(loom))]
+    pub use core::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+    #[cfg(loom)]
+    pub use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+    /// The CPU relax hint of a spin loop; under loom a yield, so the model
+    /// lets the awaited thread run.
+    #[inline(always)]
+    pub fn spin_loop() {
+        #[cfg(not(loom))]
+        core::hint::spin_loop();
+        #[cfg(loom)]
+        loom::thread::yield_now();
+    }
+}

@@ -204,7 +204,7 @@ fn cyc_to_ns_wraps_instead_of_panicking_out_of_range() {
 #[test]
 fn mul_u64_u32_shr_matches_128_bit_reference() {
     let mut rng = Rng(0xdead_beef);
-    let mut check = |a: u64, mul: u32, shift: u32| {
+    let check = |a: u64, mul: u32, shift: u32| {
         let want = ((a as u128 * mul as u128) >> shift) as u64;
         assert_eq!(
             mul_u64_u32_shr(a, mul, shift),

@@ -1,0 +1,508 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The module's clock, around the kernel-independent [`crate::clock`]:
+//!
+//! - one static instance of each protection over each counter ([`CLOCKS`],
+//!   looked up by name like locktorture's ops tables), of which the module
+//!   parameters select one at load;
+//! - its epoch updater, a hard-IRQ hrtimer firing every
+//!   [`ClockData::update_interval_ns`] (the kernel's `wrap_kt`), with the
+//!   `tear_window_ns` fault injection between the writer's stores;
+//! - `nmiclock_sched_clock()`, exported GPL for other modules;
+//! - per-CPU counters of reads, retries, stalls;
+//! - the task-context check: a kthread per CPU reading the clock next to
+//!   `local_clock()` for a while, counting backward steps and the largest
+//!   disagreement.
+
+use core::fmt::{self, Write};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+use kernel::ffi::c_uint;
+use kernel::prelude::*;
+
+use crate::clock::{
+    Clock, ClockData, ClockSource, EpochUpdate, Latch, Reading, Seqcount, Unprotected,
+};
+use crate::counter::{mask_for_bits, Tsc, TscOrdered, MAX_COUNTER_BITS, MIN_COUNTER_BITS};
+use crate::cyc_ns::{calc_mult_shift, NSEC_PER_MSEC};
+use crate::ffi;
+use crate::percpu::PerCpu;
+
+static LATCH_TSC_ORDERED: Clock<Latch, TscOrdered> =
+    Clock::new(Latch::new(), TscOrdered, ffi::mono_fast_ns);
+static LATCH_TSC: Clock<Latch, Tsc> = Clock::new(Latch::new(), Tsc, ffi::mono_fast_ns);
+static SEQCOUNT_TSC_ORDERED: Clock<Seqcount, TscOrdered> =
+    Clock::new(Seqcount::new(), TscOrdered, ffi::mono_fast_ns);
+static SEQCOUNT_TSC: Clock<Seqcount, Tsc> = Clock::new(Seqcount::new(), Tsc, ffi::mono_fast_ns);
+static UNPROTECTED_TSC_ORDERED: Clock<Unprotected, TscOrdered> =
+    Clock::new(Unprotected::new(), TscOrdered, ffi::mono_fast_ns);
+static UNPROTECTED_TSC: Clock<Unprotected, Tsc> =
+    Clock::new(Unprotected::new(), Tsc, ffi::mono_fast_ns);
+
+/// Every protection over every counter; the first is the default.
+static CLOCKS: [&dyn ClockSource; 6] = [
+    &LATCH_TSC_ORDERED,
+    &LATCH_TSC,
+    &SEQCOUNT_TSC_ORDERED,
+    &SEQCOUNT_TSC,
+    &UNPROTECTED_TSC_ORDERED,
+    &UNPROTECTED_TSC,
+];
+
+/// Largest `tear_window_ns`: the writer pauses this long, twice per update,
+/// in hard-IRQ context.
+pub(crate) const MAX_TEAR_WINDOW_NS: u32 = 1_000_000;
+
+/// Shortest epoch update period, whatever the counter width asks for.
+const MIN_INTERVAL_NS: u64 = 5_000;
+
+/// Longest epoch update period: also how soon a new TSC calibration (the
+/// kernel refines `tsc_khz` after boot) is picked up.
+const MAX_INTERVAL_NS: u64 = 1_000_000_000;
+
+/// Range of the cycles->ns conversion: one hour, in ms (kHz-based pair).
+const CONVERSION_RANGE_MS: u32 = 3_600_000;
+
+/// Longest clock check, in ms.
+pub(crate) const MAX_CHECK_MS: u32 = 60_000;
+
+/// The distinct names one field of the clocks table takes, comma-separated:
+/// the valid values of a parameter, for error messages.
+struct ValidNames(fn(&dyn ClockSource) -> &'static str);
+
+impl fmt::Display for ValidNames {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        for (i, c) in CLOCKS.iter().enumerate() {
+            let name = (self.0)(*c);
+            if CLOCKS.iter().take(i).any(|prev| (self.0)(*prev) == name) {
+                continue;
+            }
+            if !first {
+                f.write_str(", ")?;
+            }
+            f.write_str(name)?;
+            first = false;
+        }
+        Ok(())
+    }
+}
+
+/// Validated clock configuration.
+pub(crate) struct Config {
+    index: usize,
+    counter_bits: u32,
+    mask: u64,
+    tear_window_ns: u32,
+}
+
+impl Config {
+    /// Checks the module parameters; a bad one is logged in one line and
+    /// gives `EINVAL`.
+    pub(crate) fn from_params(p: &ffi::Params) -> Result<Self> {
+        if !CLOCKS.iter().any(|c| c.protection() == p.clock) {
+            pr_err!(
+                "clock={}: unknown clock; valid: {}\n",
+                p.clock,
+                ValidNames(|c| c.protection())
+            );
+            return Err(EINVAL);
+        }
+        if !CLOCKS.iter().any(|c| c.counter() == p.counter) {
+            pr_err!(
+                "counter={}: unknown counter; valid: {}\n",
+                p.counter,
+                ValidNames(|c| c.counter())
+            );
+            return Err(EINVAL);
+        }
+        let Some(mask) = mask_for_bits(p.counter_bits) else {
+            pr_err!(
+                "counter_bits={}: must be {}..{}\n",
+                p.counter_bits,
+                MIN_COUNTER_BITS,
+                MAX_COUNTER_BITS
+            );
+            return Err(EINVAL);
+        };
+        if p.tear_window_ns > MAX_TEAR_WINDOW_NS {
+            pr_err!(
+                "tear_window_ns={}: must be 0..{}\n",
+                p.tear_window_ns,
+                MAX_TEAR_WINDOW_NS
+            );
+            return Err(EINVAL);
+        }
+        let index = CLOCKS
+            .iter()
+            .position(|c| c.protection() == p.clock && c.counter() == p.counter)
+            .ok_or(EINVAL)?;
+        Ok(Self {
+            index,
+            counter_bits: p.counter_bits,
+            mask,
+            tear_window_ns: p.tear_window_ns,
+        })
+    }
+}
+
+/// Index into [`CLOCKS`] of the running clock; out of range when none.
+static ACTIVE: AtomicUsize = AtomicUsize::new(usize::MAX);
+static COUNTER_BITS: AtomicU32 = AtomicU32::new(0);
+static TEAR_WINDOW_NS: AtomicU32 = AtomicU32::new(0);
+static INTERVAL_NS: AtomicU64 = AtomicU64::new(0);
+/// `tsc_khz` the running conversion was computed from.
+static TSC_KHZ: AtomicU32 = AtomicU32::new(0);
+
+/// Counters of one CPU, in their own cache line.
+#[repr(align(64))]
+#[derive(Default)]
+struct CpuStats {
+    reads: AtomicU64,
+    retries: AtomicU64,
+    stalls: AtomicU64,
+    epoch_updates: AtomicU64,
+    wrap_overruns: AtomicU64,
+    update_skips: AtomicU64,
+    check_reads: AtomicU64,
+    check_backwards: AtomicU64,
+    check_max_backstep_ns: AtomicU64,
+    check_max_dev_ns: AtomicU64,
+    check_max_window_ns: AtomicU64,
+    recalibrations: AtomicU64,
+}
+
+static STATS: PerCpu<CpuStats> = PerCpu::new();
+
+fn active() -> Option<&'static dyn ClockSource> {
+    CLOCKS.get(ACTIVE.load(Ordering::Acquire)).copied()
+}
+
+fn inc(counter: &AtomicU64, by: u64) {
+    counter.fetch_add(by, Ordering::Relaxed);
+}
+
+/// Reads the running clock and counts the read on this CPU. Callable from
+/// any context, NMI included: no locks, no allocation, nothing that panics.
+/// Reads 0 when no clock runs.
+#[inline]
+pub(crate) fn read() -> Reading {
+    let Some(clock) = active() else {
+        return Reading::default();
+    };
+    let r = clock.read();
+    if let Some(s) = STATS.this_cpu() {
+        inc(&s.reads, 1);
+        if r.retries != 0 {
+            inc(&s.retries, u64::from(r.retries));
+        }
+        if r.stalled {
+            inc(&s.stalls, 1);
+        }
+    }
+    r
+}
+
+/// nmiclock's time in ns, for other modules (exported GPL by the glue).
+/// Callable from any context, NMI included.
+#[no_mangle]
+extern "C" fn nmiclock_sched_clock() -> u64 {
+    read().ns
+}
+
+/// The conversion for a `khz` TSC: kHz-based like the kernel's `cyc2ns`.
+fn conversion(khz: u32) -> Option<crate::cyc_ns::MultShift> {
+    calc_mult_shift(khz, NSEC_PER_MSEC, CONVERSION_RANGE_MS)
+}
+
+/// The epoch updater: the hrtimer callback, in hard-IRQ context.
+///
+/// When the kernel has recalibrated the TSC since the last update, the
+/// clock restarts on the new conversion from its current time (as the
+/// kernel re-registers `sched_clock`), so it keeps agreeing with
+/// `local_clock()`; otherwise it moves the epoch.
+extern "C" fn epoch_timer() -> u64 {
+    let Some(clock) = active() else {
+        return 0;
+    };
+    let stats = STATS.this_cpu();
+    let khz = ffi::tsc_khz();
+    if khz != TSC_KHZ.load(Ordering::Relaxed) {
+        if let Some(ms) = conversion(khz) {
+            if clock.recalibrate(ms.mult, ms.shift) {
+                TSC_KHZ.store(khz, Ordering::Relaxed);
+                if let Some(s) = stats {
+                    inc(&s.recalibrations, 1);
+                }
+            }
+        }
+    }
+    let window = TEAR_WINDOW_NS.load(Ordering::Relaxed);
+    let mut pause = || {
+        if window != 0 {
+            ffi::ndelay(window);
+        }
+    };
+    let outcome = clock.update_epoch(&mut pause);
+    if let Some(s) = stats {
+        match outcome {
+            EpochUpdate::Updated { overrun } => {
+                inc(&s.epoch_updates, 1);
+                if overrun {
+                    inc(&s.wrap_overruns, 1);
+                }
+            }
+            EpochUpdate::Busy | EpochUpdate::CounterBehind => inc(&s.update_skips, 1),
+        }
+    }
+    INTERVAL_NS.load(Ordering::Relaxed)
+}
+
+/// The running clock: its epoch timer and counters. Dropping it stops both.
+pub(crate) struct Running {
+    timer: ffi::HrTimer,
+}
+
+impl Running {
+    /// Starts the clock `cfg` selects, at the current `local_clock()`.
+    pub(crate) fn start(cfg: &Config) -> Result<Self> {
+        let clock = CLOCKS.get(cfg.index).copied().ok_or(EINVAL)?;
+        let khz = ffi::tsc_khz();
+        let Some(ms) = conversion(khz) else {
+            pr_err!("no TSC frequency (tsc_khz is 0): nmiclock needs a calibrated TSC\n");
+            return Err(ENODEV);
+        };
+        STATS.install(CpuStats::default)?;
+        let timer = match ffi::HrTimer::new(epoch_timer) {
+            Ok(timer) => timer,
+            Err(e) => {
+                // SAFETY: Nothing reads the stats yet: no clock is active.
+                unsafe { STATS.uninstall() };
+                return Err(e);
+            }
+        };
+        // A reader may wait for the writer's two pauses and some slack.
+        clock.set_wait_budget_ns(50_000 + 2 * u64::from(cfg.tear_window_ns));
+        if !clock.start(ffi::local_clock(), ms.mult, ms.shift, cfg.mask) {
+            // SAFETY: As above.
+            unsafe { STATS.uninstall() };
+            return Err(EBUSY);
+        }
+        let interval = clock
+            .data()
+            .update_interval_ns()
+            .clamp(MIN_INTERVAL_NS, MAX_INTERVAL_NS);
+        TSC_KHZ.store(khz, Ordering::Relaxed);
+        COUNTER_BITS.store(cfg.counter_bits, Ordering::Relaxed);
+        TEAR_WINDOW_NS.store(cfg.tear_window_ns, Ordering::Relaxed);
+        INTERVAL_NS.store(interval, Ordering::Relaxed);
+        ACTIVE.store(cfg.index, Ordering::Release);
+        timer.start(interval);
+        Ok(Self { timer })
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.timer.cancel();
+        ACTIVE.store(usize::MAX, Ordering::Release);
+        // SAFETY: The timer is stopped and the debugfs files (whose handlers
+        // run checks and read stats) are removed before this is dropped; no
+        // other module can call `nmiclock_sched_clock()` while we unload
+        // (it would hold a reference on us). So no slot reference is alive.
+        unsafe { STATS.uninstall() };
+    }
+}
+
+fn sum(f: impl Fn(&CpuStats) -> &AtomicU64) -> u64 {
+    STATS.iter().fold(0u64, |acc, (_, s)| {
+        acc.wrapping_add(f(s).load(Ordering::Relaxed))
+    })
+}
+
+fn max_of(f: impl Fn(&CpuStats) -> &AtomicU64) -> u64 {
+    STATS
+        .iter()
+        .map(|(_, s)| f(s).load(Ordering::Relaxed))
+        .max()
+        .unwrap_or(0)
+}
+
+/// Writes the clock's part of `stats`.
+pub(crate) fn show_stats(w: &mut impl Write) -> fmt::Result {
+    let (prot, ctr) = active().map_or(("none", "none"), |c| (c.protection(), c.counter()));
+    let d: ClockData = active().map(|c| c.data()).unwrap_or_default();
+    let now = read().ns;
+    writeln!(w, "clock: {prot}")?;
+    writeln!(w, "counter: {ctr}")?;
+    writeln!(w, "counter_bits: {}", COUNTER_BITS.load(Ordering::Relaxed))?;
+    writeln!(
+        w,
+        "tear_window_ns: {}",
+        TEAR_WINDOW_NS.load(Ordering::Relaxed)
+    )?;
+    writeln!(w, "mult: {}", d.mult)?;
+    writeln!(w, "shift: {}", d.shift)?;
+    writeln!(
+        w,
+        "update_interval_ns: {}",
+        INTERVAL_NS.load(Ordering::Relaxed)
+    )?;
+    writeln!(w, "now_ns: {now}")?;
+    writeln!(w, "clock_reads: {}", sum(|s| &s.reads))?;
+    writeln!(w, "clock_retries: {}", sum(|s| &s.retries))?;
+    writeln!(w, "clock_stalls: {}", sum(|s| &s.stalls))?;
+    writeln!(w, "epoch_updates: {}", sum(|s| &s.epoch_updates))?;
+    writeln!(w, "wrap_overruns: {}", sum(|s| &s.wrap_overruns))?;
+    writeln!(w, "epoch_update_skips: {}", sum(|s| &s.update_skips))?;
+    writeln!(w, "recalibrations: {}", sum(|s| &s.recalibrations))
+}
+
+// ---- the task-context check ---------------------------------------------------
+
+static CHECK_RUNNING: AtomicBool = AtomicBool::new(false);
+static CHECK_DURATION_NS: AtomicU64 = AtomicU64::new(0);
+static CHECK_RUNS: AtomicU64 = AtomicU64::new(0);
+static CHECK_CPUS: AtomicU32 = AtomicU32::new(0);
+
+/// One sample of the check: nmiclock read between two `local_clock()`
+/// reads, interrupts off so only an NMI (or, in a VM, the host) can come
+/// between them. The window `[before, after]` bounds when the read happened.
+struct Sample {
+    before: u64,
+    ns: u64,
+    after: u64,
+}
+
+fn sample() -> Sample {
+    ffi::with_irqs_disabled(|| {
+        let before = ffi::local_clock();
+        let ns = read().ns;
+        let after = ffi::local_clock();
+        Sample { before, ns, after }
+    })
+}
+
+/// How far nmiclock's elapsed time since `base` falls outside what
+/// `local_clock()` allows: elapsed local time is at least
+/// `s.before - base.after` and at most `s.after - base.before`.
+fn deviation(base: &Sample, s: &Sample) -> u64 {
+    let elapsed = s.ns.wrapping_sub(base.ns) as i64;
+    let lo = s.before.wrapping_sub(base.after) as i64;
+    let hi = s.after.wrapping_sub(base.before) as i64;
+    if elapsed < lo {
+        lo.wrapping_sub(elapsed) as u64
+    } else if elapsed > hi {
+        elapsed.wrapping_sub(hi) as u64
+    } else {
+        0
+    }
+}
+
+/// Samples taken to pick the base of the check: the one with the narrowest
+/// window, since its window is slack for every later comparison.
+const BASE_SAMPLES: u32 = 100;
+
+/// One CPU's share of the check (in a kthread bound to `cpu`).
+extern "C" fn check_cpu(cpu: c_uint) {
+    let Some(slot) = STATS.get(cpu) else {
+        return;
+    };
+    let duration = CHECK_DURATION_NS.load(Ordering::Relaxed);
+    let mut base = sample();
+    for _ in 1..BASE_SAMPLES {
+        let s = sample();
+        if s.after.wrapping_sub(s.before) < base.after.wrapping_sub(base.before) {
+            base = s;
+        }
+    }
+    let end = base.after.wrapping_add(duration);
+    let mut prev = base.ns;
+    let (mut reads, mut backwards, mut backstep, mut dev, mut window) = (0u64, 0u64, 0, 0, 0);
+    loop {
+        let s = sample();
+        reads = reads.wrapping_add(1);
+        if s.ns < prev {
+            backwards = backwards.wrapping_add(1);
+            backstep = backstep.max(prev - s.ns);
+        }
+        prev = s.ns;
+        dev = dev.max(deviation(&base, &s));
+        window = window.max(s.after.wrapping_sub(s.before));
+        if s.after.wrapping_sub(end) as i64 >= 0 {
+            break;
+        }
+        if reads % 64 == 0 {
+            ffi::cond_resched();
+        }
+    }
+    slot.check_reads.store(reads, Ordering::Relaxed);
+    slot.check_backwards.store(backwards, Ordering::Relaxed);
+    slot.check_max_backstep_ns
+        .store(backstep, Ordering::Relaxed);
+    slot.check_max_dev_ns.store(dev, Ordering::Relaxed);
+    slot.check_max_window_ns.store(window, Ordering::Relaxed);
+}
+
+/// Runs the check for `ms` milliseconds on every online CPU, blocking.
+/// `EBUSY` if one is already running.
+pub(crate) fn run_check(ms: u32) -> Result {
+    if CHECK_RUNNING.swap(true, Ordering::Acquire) {
+        pr_err!("check: a check is already running\n");
+        return Err(EBUSY);
+    }
+    for (_, s) in STATS.iter() {
+        for c in [
+            &s.check_reads,
+            &s.check_backwards,
+            &s.check_max_backstep_ns,
+            &s.check_max_dev_ns,
+            &s.check_max_window_ns,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+    CHECK_DURATION_NS.store(u64::from(ms) * 1_000_000, Ordering::Relaxed);
+    CHECK_CPUS.store(ffi::num_online_cpus(), Ordering::Relaxed);
+    let ret = ffi::run_on_each_cpu(check_cpu);
+    CHECK_RUNS.fetch_add(1, Ordering::Relaxed);
+    CHECK_RUNNING.store(false, Ordering::Release);
+    ret
+}
+
+/// Writes the `check` file: the last check's results, totals then per CPU.
+pub(crate) fn show_check(w: &mut impl Write) -> fmt::Result {
+    let running = CHECK_RUNNING.load(Ordering::Relaxed);
+    writeln!(w, "state: {}", if running { "running" } else { "idle" })?;
+    writeln!(w, "runs: {}", CHECK_RUNS.load(Ordering::Relaxed))?;
+    writeln!(
+        w,
+        "duration_ms: {}",
+        CHECK_DURATION_NS.load(Ordering::Relaxed) / 1_000_000
+    )?;
+    writeln!(w, "cpus: {}", CHECK_CPUS.load(Ordering::Relaxed))?;
+    writeln!(w, "reads: {}", sum(|s| &s.check_reads))?;
+    writeln!(w, "backwards: {}", sum(|s| &s.check_backwards))?;
+    writeln!(
+        w,
+        "max_backstep_ns: {}",
+        max_of(|s| &s.check_max_backstep_ns)
+    )?;
+    writeln!(w, "max_dev_ns: {}", max_of(|s| &s.check_max_dev_ns))?;
+    writeln!(w, "max_window_ns: {}", max_of(|s| &s.check_max_window_ns))?;
+    for (cpu, s) in STATS.iter() {
+        let reads = s.check_reads.load(Ordering::Relaxed);
+        if reads == 0 {
+            continue;
+        }
+        writeln!(
+            w,
+            "cpu{cpu}: reads={reads} backwards={} max_backstep_ns={} max_dev_ns={} max_window_ns={}",
+            s.check_backwards.load(Ordering::Relaxed),
+            s.check_max_backstep_ns.load(Ordering::Relaxed),
+            s.check_max_dev_ns.load(Ordering::Relaxed),
+            s.check_max_window_ns.load(Ordering::Relaxed)
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,554 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The nmiclock clock: a `sched_clock` whose read side an NMI can run at any
+//! instant, and the weaker designs it replaced.
+//!
+//! A read is `epoch_ns + cyc_to_ns((now - epoch_cyc) & mask)`: the time of
+//! the last epoch plus the counter cycles since then. The epoch is moved
+//! forward (by [`Clock::update_epoch`], from an hrtimer in the kernel)
+//! before the masked counter can wrap. The question is what a reader sees
+//! while that update is half done, and in particular a reader that is an
+//! NMI which interrupted the updater on the same CPU. Three answers, each a
+//! [`Protection`]:
+//!
+//! - [`Latch`] (`latch`): two copies of the data and a sequence count whose
+//!   low bit tells readers which copy is stable, as `kernel/time/sched_clock.c`
+//!   does. Readers never wait for the writer:
+//!
+//!   ```text
+//!   writer                         seq    readers use
+//!   write copy[1]                  even   copy[0]
+//!   seq++  (steer to the odd copy) odd    copy[1]
+//!   write copy[0]                  odd    copy[1]
+//!   seq++  (back to the even copy) even   copy[0]
+//!   ```
+//!
+//!   A reader retries only if `seq` changed while it read, i.e. the copy it
+//!   read may have been rewritten under it.
+//! - [`Seqcount`] (`seqcount`): one copy and a classic sequence count
+//!   (odd while writing). Readers wait for an even count; an NMI that landed
+//!   inside the write section would wait forever for the code it
+//!   interrupted, so the wait has a time budget
+//!   ([`crate::spin::cond_load_acquire_timeout`]); on timeout the reader
+//!   returns its best (possibly torn) value and says it stalled.
+//! - [`Unprotected`] (`unprotected`): one copy, no count. Tears on purpose.
+//!
+//! The data fields are atomics accessed with relaxed ordering, so a racing
+//! reader is defined behaviour (it may see a mix of old and new fields, which
+//! the sequence count then rejects); ordering comes from acquire/release on
+//! the count and fences, the C11 form of `smp_wmb()`/`smp_rmb()`.
+//!
+//! Kernel-independent: compiled into nmiclock.ko and into the host crate
+//! (where `loom` checks the latch) from this file.
+
+use crate::counter::Counter;
+use crate::cyc_ns::{cyc_to_ns, max_cycles};
+use crate::spin::{cond_load_acquire_timeout, SpinBudget, DEFAULT_POLL_COUNT};
+use crate::sync::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+/// Emits a function as `const fn`, except under loom, whose atomics cannot
+/// be created in const context. The kernel needs `const` for its statics.
+macro_rules! loom_const_fn {
+    ($(#[$attr:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty $body:block) => {
+        #[cfg(not(loom))]
+        $(#[$attr])*
+        $vis const fn $name($($arg: $ty),*) -> $ret $body
+        #[cfg(loom)]
+        $(#[$attr])*
+        $vis fn $name($($arg: $ty),*) -> $ret $body
+    };
+}
+
+/// Everything a read needs (the kernel's `struct clock_read_data`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClockData {
+    /// Clock value at the epoch, in ns.
+    pub epoch_ns: u64,
+    /// Counter value at the epoch (unmasked).
+    pub epoch_cyc: u64,
+    /// Cycles to ns multiplier.
+    pub mult: u32,
+    /// Cycles to ns shift.
+    pub shift: u32,
+    /// Counter width mask: deltas are taken modulo `mask + 1`.
+    pub mask: u64,
+}
+
+impl ClockData {
+    /// The clock value when the counter reads `now`.
+    #[inline(always)]
+    pub fn ns_at(&self, now: u64) -> u64 {
+        let cyc = now.wrapping_sub(self.epoch_cyc) & self.mask;
+        self.epoch_ns
+            .wrapping_add(cyc_to_ns(cyc, self.mult, self.shift))
+    }
+
+    /// Time in ns until a delta can no longer be converted: the counter
+    /// wraps or `cyc * mult` overflows, whichever comes first.
+    pub fn max_ns(&self) -> u64 {
+        cyc_to_ns(max_cycles(self.mult, self.mask), self.mult, self.shift)
+    }
+
+    /// How often the epoch must move: half of [`Self::max_ns`], the margin
+    /// the kernel's `clocks_calc_max_nsecs()` takes for `wrap_kt`.
+    pub fn update_interval_ns(&self) -> u64 {
+        self.max_ns() >> 1
+    }
+}
+
+/// One copy of [`ClockData`], field by field in atomics.
+pub struct SharedData {
+    epoch_ns: AtomicU64,
+    epoch_cyc: AtomicU64,
+    mult: AtomicU32,
+    shift: AtomicU32,
+    mask: AtomicU64,
+}
+
+impl SharedData {
+    loom_const_fn! {
+        /// All zero: reads give 0 until data is published (`mult` is 0).
+        pub fn new() -> Self {
+            Self {
+                epoch_ns: AtomicU64::new(0),
+                epoch_cyc: AtomicU64::new(0),
+                mult: AtomicU32::new(0),
+                shift: AtomicU32::new(0),
+                mask: AtomicU64::new(0),
+            }
+        }
+    }
+
+    /// Loads every field (relaxed; the caller orders the loads).
+    #[inline(always)]
+    pub fn load(&self) -> ClockData {
+        ClockData {
+            epoch_ns: self.epoch_ns.load(Ordering::Relaxed),
+            epoch_cyc: self.epoch_cyc.load(Ordering::Relaxed),
+            mult: self.mult.load(Ordering::Relaxed),
+            shift: self.shift.load(Ordering::Relaxed),
+            mask: self.mask.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Stores every field (relaxed), calling `pause` between two stores.
+    ///
+    /// The conversion comes first, then `epoch_cyc` and last `epoch_ns`: a
+    /// reader that sees the new `epoch_cyc` with the old `epoch_ns` computes
+    /// a time that is early by the whole interval since the old epoch, the
+    /// tear the protections exist to prevent. `pause` widens that window on
+    /// purpose (fault injection).
+    pub fn store(&self, d: &ClockData, pause: &mut dyn FnMut()) {
+        self.mult.store(d.mult, Ordering::Relaxed);
+        self.shift.store(d.shift, Ordering::Relaxed);
+        self.mask.store(d.mask, Ordering::Relaxed);
+        self.epoch_cyc.store(d.epoch_cyc, Ordering::Relaxed);
+        pause();
+        self.epoch_ns.store(d.epoch_ns, Ordering::Relaxed);
+    }
+}
+
+/// One read of the clock and how it went.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reading {
+    /// The time read, in ns.
+    pub ns: u64,
+    /// Counter value the time was computed from.
+    pub now_cyc: u64,
+    /// Epoch of the data used.
+    pub epoch_ns: u64,
+    /// Sequence count the read was validated against (0 if none).
+    pub seq: u32,
+    /// Latch copy read (0 or 1; always 0 without a latch).
+    pub copy: u32,
+    /// Times the read was restarted because the writer moved.
+    pub retries: u32,
+    /// The read gave up waiting for the writer: its value may be torn.
+    pub stalled: bool,
+}
+
+/// Retries after which a read gives up and reports a stall: no real writer
+/// updates this fast, but an NMI handler must never loop without bound.
+pub const MAX_RETRIES: u32 = 1 << 16;
+
+/// How a reader is protected from a concurrent update.
+///
+/// # Writers
+///
+/// [`Protection::publish`] must not run concurrently with itself:
+/// [`Clock`] serialises writers.
+pub trait Protection: Sync {
+    /// Name used in module parameters and `stats`.
+    const NAME: &'static str;
+
+    /// Reads the clock with `counter`. Any wait for the writer ends after
+    /// `budget`, measured with `now_ns`.
+    fn read<C: Counter, N: FnMut() -> u64>(
+        &self,
+        counter: &C,
+        budget: SpinBudget,
+        now_ns: N,
+    ) -> Reading;
+
+    /// Makes `data` the data readers use, calling `pause` between stores.
+    fn publish(&self, data: &ClockData, pause: &mut dyn FnMut());
+
+    /// The data last published (for the writer).
+    fn published(&self) -> ClockData;
+}
+
+/// Two copies steered by a latch sequence count.
+pub struct Latch {
+    seq: AtomicU32,
+    even: SharedData,
+    odd: SharedData,
+}
+
+impl Latch {
+    loom_const_fn! {
+        /// A latch with zeroed data.
+        pub fn new() -> Self {
+            Self {
+                seq: AtomicU32::new(0),
+                even: SharedData::new(),
+                odd: SharedData::new(),
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn copy(&self, seq: u32) -> &SharedData {
+        if seq & 1 == 0 {
+            &self.even
+        } else {
+            &self.odd
+        }
+    }
+
+    /// Moves readers to the other copy (`raw_write_seqcount_latch()`).
+    fn latch(&self) {
+        let seq = self.seq.load(Ordering::Relaxed);
+        // Release: a reader that sees the new count sees the copy it
+        // selects fully written.
+        self.seq.store(seq.wrapping_add(1), Ordering::Release);
+        // And the stores that follow (to the copy readers just left) are
+        // seen only by readers whose re-check then sees the new count.
+        fence(Ordering::Release);
+    }
+}
+
+impl Protection for Latch {
+    const NAME: &'static str = "latch";
+
+    #[inline(always)]
+    fn read<C: Counter, N: FnMut() -> u64>(&self, counter: &C, _: SpinBudget, _: N) -> Reading {
+        let mut retries: u32 = 0;
+        loop {
+            let seq = self.seq.load(Ordering::Acquire);
+            let d = self.copy(seq).load();
+            let now = counter.read();
+            fence(Ordering::Acquire);
+            let again = self.seq.load(Ordering::Relaxed) != seq;
+            if !again || retries >= MAX_RETRIES {
+                return Reading {
+                    ns: d.ns_at(now),
+                    now_cyc: now,
+                    epoch_ns: d.epoch_ns,
+                    seq,
+                    copy: seq & 1,
+                    retries,
+                    stalled: again,
+                };
+            }
+            retries += 1;
+        }
+    }
+
+    fn publish(&self, data: &ClockData, pause: &mut dyn FnMut()) {
+        // Update the odd copy while readers use the even one.
+        self.odd.store(data, pause);
+        // Steer readers to the odd copy.
+        self.latch();
+        // Now the even copy is free to update.
+        self.even.store(data, pause);
+        // Steer readers back to the even copy.
+        self.latch();
+    }
+
+    fn published(&self) -> ClockData {
+        self.even.load()
+    }
+}
+
+/// One copy and a classic sequence count (odd while writing).
+pub struct Seqcount {
+    seq: AtomicU32,
+    data: SharedData,
+}
+
+impl Seqcount {
+    loom_const_fn! {
+        /// A seqcount with zeroed data.
+        pub fn new() -> Self {
+            Self {
+                seq: AtomicU32::new(0),
+                data: SharedData::new(),
+            }
+        }
+    }
+}
+
+impl Protection for Seqcount {
+    const NAME: &'static str = "seqcount";
+
+    #[inline(always)]
+    fn read<C: Counter, N: FnMut() -> u64>(
+        &self,
+        counter: &C,
+        budget: SpinBudget,
+        mut now_ns: N,
+    ) -> Reading {
+        let mut retries: u32 = 0;
+        loop {
+            // Wait for the writer to leave its section, within the budget.
+            let (seq, stalled) =
+                match cond_load_acquire_timeout(&self.seq, |s| s & 1 == 0, budget, &mut now_ns) {
+                    Ok(seq) => (seq, false),
+                    Err(seq) => (seq, true),
+                };
+            let d = self.data.load();
+            let now = counter.read();
+            fence(Ordering::Acquire);
+            let again = self.seq.load(Ordering::Relaxed) != seq;
+            if stalled || !again || retries >= MAX_RETRIES {
+                return Reading {
+                    ns: d.ns_at(now),
+                    now_cyc: now,
+                    epoch_ns: d.epoch_ns,
+                    seq,
+                    copy: 0,
+                    retries,
+                    stalled: stalled || again,
+                };
+            }
+            retries += 1;
+        }
+    }
+
+    fn publish(&self, data: &ClockData, pause: &mut dyn FnMut()) {
+        let seq = self.seq.load(Ordering::Relaxed);
+        self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
+        // The odd count is visible before any of the new data.
+        fence(Ordering::Release);
+        self.data.store(data, pause);
+        self.seq.store(seq.wrapping_add(2), Ordering::Release);
+    }
+
+    fn published(&self) -> ClockData {
+        self.data.load()
+    }
+}
+
+/// One copy, no sequence count: readers can see a half-written update.
+pub struct Unprotected {
+    data: SharedData,
+}
+
+impl Unprotected {
+    loom_const_fn! {
+        /// Unprotected zeroed data.
+        pub fn new() -> Self {
+            Self {
+                data: SharedData::new(),
+            }
+        }
+    }
+}
+
+impl Protection for Unprotected {
+    const NAME: &'static str = "unprotected";
+
+    #[inline(always)]
+    fn read<C: Counter, N: FnMut() -> u64>(&self, counter: &C, _: SpinBudget, _: N) -> Reading {
+        let d = self.data.load();
+        let now = counter.read();
+        Reading {
+            ns: d.ns_at(now),
+            now_cyc: now,
+            epoch_ns: d.epoch_ns,
+            ..Reading::default()
+        }
+    }
+
+    fn publish(&self, data: &ClockData, pause: &mut dyn FnMut()) {
+        self.data.store(data, pause);
+    }
+
+    fn published(&self) -> ClockData {
+        self.data.load()
+    }
+}
+
+/// What [`ClockSource::update_epoch`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EpochUpdate {
+    /// The epoch moved to the current counter value. `overrun`: more than
+    /// one full counter wrap had passed since the previous epoch, so whole
+    /// wraps were lost and the clock fell behind (the update came too late
+    /// to be repaired, e.g. a very narrow counter on a preempted vCPU).
+    Updated {
+        /// Whole wraps were lost.
+        overrun: bool,
+    },
+    /// Another writer was updating; nothing done.
+    Busy,
+    /// The counter read behind the epoch (another CPU's counter, or an
+    /// unordered read executed early); the epoch was left alone.
+    CounterBehind,
+}
+
+/// A clock as the module uses it: any protection over any counter, behind
+/// one object-safe trait so the module can pick one by name at run time.
+pub trait ClockSource: Sync {
+    /// The protection's name.
+    fn protection(&self) -> &'static str;
+    /// The counter's name.
+    fn counter(&self) -> &'static str;
+    /// Reads the clock.
+    fn read(&self) -> Reading;
+    /// (Re)starts the clock at `start_ns` now, with a new conversion.
+    /// Returns false (nothing done) if a writer is busy.
+    fn start(&self, start_ns: u64, mult: u32, shift: u32, mask: u64) -> bool;
+    /// Switches to a new conversion without a step in time: the new epoch
+    /// is the current counter value and the time the old conversion gives
+    /// for that very value (as `sched_clock_register()` does). Returns false
+    /// (nothing done) if a writer is busy.
+    fn recalibrate(&self, mult: u32, shift: u32) -> bool;
+    /// Moves the epoch to now, calling `pause` between the data stores.
+    fn update_epoch(&self, pause: &mut dyn FnMut()) -> EpochUpdate;
+    /// The data last published.
+    fn data(&self) -> ClockData;
+    /// Sets how long a reader may wait for the writer.
+    fn set_wait_budget_ns(&self, ns: u64);
+}
+
+/// A [`Protection`] over a [`Counter`], with writer exclusion.
+pub struct Clock<P, C> {
+    prot: P,
+    counter: C,
+    writer: AtomicBool,
+    budget_ns: AtomicU64,
+    wait_clock: fn() -> u64,
+}
+
+impl<P: Protection, C: Counter> Clock<P, C> {
+    loom_const_fn! {
+        /// A clock reading 0 until [`ClockSource::start`]. `wait_clock`
+        /// (ns, callable wherever reads happen, NMI included) times the
+        /// waits of protections that wait.
+        pub fn new(prot: P, counter: C, wait_clock: fn() -> u64) -> Self {
+            Self {
+                prot,
+                counter,
+                writer: AtomicBool::new(false),
+                budget_ns: AtomicU64::new(100_000),
+                wait_clock,
+            }
+        }
+    }
+
+    fn try_lock_writer(&self) -> bool {
+        self.writer
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    fn unlock_writer(&self) {
+        self.writer.store(false, Ordering::Release);
+    }
+}
+
+impl<P: Protection, C: Counter> ClockSource for Clock<P, C> {
+    fn protection(&self) -> &'static str {
+        P::NAME
+    }
+
+    fn counter(&self) -> &'static str {
+        C::NAME
+    }
+
+    #[inline]
+    fn read(&self) -> Reading {
+        let budget = SpinBudget {
+            timeout_ns: self.budget_ns.load(Ordering::Relaxed),
+            poll_count: DEFAULT_POLL_COUNT,
+        };
+        self.prot.read(&self.counter, budget, self.wait_clock)
+    }
+
+    fn start(&self, start_ns: u64, mult: u32, shift: u32, mask: u64) -> bool {
+        if !self.try_lock_writer() {
+            return false;
+        }
+        let data = ClockData {
+            epoch_ns: start_ns,
+            epoch_cyc: self.counter.read(),
+            mult,
+            shift,
+            mask,
+        };
+        self.prot.publish(&data, &mut || {});
+        self.unlock_writer();
+        true
+    }
+
+    fn recalibrate(&self, mult: u32, shift: u32) -> bool {
+        if !self.try_lock_writer() {
+            return false;
+        }
+        let old = self.prot.published();
+        let now = self.counter.read();
+        let data = ClockData {
+            epoch_ns: old.ns_at(now),
+            epoch_cyc: now,
+            mult,
+            shift,
+            ..old
+        };
+        self.prot.publish(&data, &mut || {});
+        self.unlock_writer();
+        true
+    }
+
+    fn update_epoch(&self, pause: &mut dyn FnMut()) -> EpochUpdate {
+        if !self.try_lock_writer() {
+            return EpochUpdate::Busy;
+        }
+        let old = self.prot.published();
+        let now = self.counter.read();
+        let elapsed = now.wrapping_sub(old.epoch_cyc);
+        let result = if (elapsed as i64) < 0 {
+            EpochUpdate::CounterBehind
+        } else {
+            let new = ClockData {
+                epoch_ns: old.ns_at(now),
+                epoch_cyc: now,
+                ..old
+            };
+            self.prot.publish(&new, pause);
+            EpochUpdate::Updated {
+                overrun: elapsed > old.mask,
+            }
+        };
+        self.unlock_writer();
+        result
+    }
+
+    fn data(&self) -> ClockData {
+        self.prot.published()
+    }
+
+    fn set_wait_budget_ns(&self, ns: u64) {
+        self.budget_ns.store(ns, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Counter sources a clock can be built on, behind one trait.
+//!
+//! - [`TscOrdered`]: the TSC read with the ordering the kernel's
+//!   `rdtsc_ordered()` gives (`lfence; rdtsc`): ordered like a load, so a
+//!   value read after seeing another CPU's epoch is not older than it.
+//! - [`Tsc`]: a bare `rdtsc`, as in the vDSO change that made reads faster
+//!   but let time be seen going backwards: the CPU may execute it before
+//!   earlier loads.
+//!
+//! Another architecture's counter is another implementation of [`Counter`].
+//! A counter narrower than 64 bits is modelled by masking: see [`mask_for_bits`].
+
+/// A free-running hardware counter.
+pub trait Counter: Sync {
+    /// Name used in module parameters and `stats`.
+    const NAME: &'static str;
+
+    /// Reads the counter. Must be callable from any context, NMI included.
+    fn read(&self) -> u64;
+}
+
+/// Narrowest counter width [`mask_for_bits`] accepts.
+pub const MIN_COUNTER_BITS: u32 = 16;
+/// Widest counter width [`mask_for_bits`] accepts.
+pub const MAX_COUNTER_BITS: u32 = 64;
+
+/// The mask of a `bits`-wide counter, for `bits` in 16..=64; `None` outside.
+pub fn mask_for_bits(bits: u32) -> Option<u64> {
+    if !(MIN_COUNTER_BITS..=MAX_COUNTER_BITS).contains(&bits) {
+        return None;
+    }
+    Some(u64::MAX >> (64 - bits))
+}
+
+/// The TSC, read in program order (`lfence; rdtsc`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TscOrdered;
+
+/// The TSC, read with a bare `rdtsc`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Tsc;
+
+#[cfg(target_arch = "x86_64")]
+impl Counter for TscOrdered {
+    const NAME: &'static str = "tsc_ordered";
+
+    #[inline(always)]
+    fn read(&self) -> u64 {
+        let lo: u32;
+        let hi: u32;
+        // SAFETY: `lfence` and `rdtsc` only read the time stamp counter into
+        // EDX:EAX; they write no memory and no stack, and leave flags alone.
+        // No `nomem`: like the kernel's "memory" clobber, the compiler must
+        // not move memory accesses across it either, only then is the read
+        // ordered with the loads before it.
+        unsafe {
+            core::arch::asm!(
+                "lfence",
+                "rdtsc",
+                out("eax") lo,
+                out("edx") hi,
+                options(nostack, preserves_flags)
+            );
+        }
+        (u64::from(hi) << 32) | u64::from(lo)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Counter for Tsc {
+    const NAME: &'static str = "tsc";
+
+    #[inline(always)]
+    fn read(&self) -> u64 {
+        let lo: u32;
+        let hi: u32;
+        // SAFETY: `rdtsc` only reads the time stamp counter into EDX:EAX; it
+        // touches no memory and no stack, and leaves flags alone. `nomem`
+        // lets the compiler move it like the kernel's plain `rdtsc()`.
+        unsafe {
+            core::arch::asm!(
+                "rdtsc",
+                out("eax") lo,
+                out("edx") hi,
+                options(nomem, nostack, preserves_flags)
+            );
+        }
+        (u64::from(hi) << 32) | u64::from(lo)
+    }
+}

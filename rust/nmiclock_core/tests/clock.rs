@@ -1,0 +1,318 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Host tests of `clock` and `counter`: conversion with masking at every
+//! counter width against a 128-bit reference, each protection's read and
+//! publish, and the epoch update (continuity, overrun, counter behind).
+//! The concurrent behaviour is model-checked in `loom_clock.rs`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use nmiclock_core::clock::{
+    Clock, ClockData, ClockSource, EpochUpdate, Latch, Protection, Seqcount, Unprotected,
+};
+use nmiclock_core::counter::{mask_for_bits, Counter, MAX_COUNTER_BITS, MIN_COUNTER_BITS};
+use nmiclock_core::cyc_ns::{calc_mult_shift, NSEC_PER_MSEC};
+use nmiclock_core::spin::SpinBudget;
+
+/// A counter the test sets by hand.
+struct FakeCounter(AtomicU64);
+
+impl FakeCounter {
+    const fn new(v: u64) -> Self {
+        Self(AtomicU64::new(v))
+    }
+    fn set(&self, v: u64) {
+        self.0.store(v, Ordering::Relaxed);
+    }
+}
+
+impl Counter for FakeCounter {
+    const NAME: &'static str = "fake";
+    fn read(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+// Counters for `Clock`s: statics, since `Clock` owns its counter by value
+// and tests move time through a shared one.
+struct Shared(&'static FakeCounter);
+impl Counter for Shared {
+    const NAME: &'static str = "shared";
+    fn read(&self) -> u64 {
+        self.0.read()
+    }
+}
+
+fn no_time() -> u64 {
+    0
+}
+
+/// The 2.1 GHz TSC of the test VMs, kHz-based as the module computes it.
+fn tsc_pair() -> (u32, u32) {
+    let ms = calc_mult_shift(2_100_000, NSEC_PER_MSEC, 3_600_000).unwrap();
+    (ms.mult, ms.shift)
+}
+
+fn reference_ns(d: &ClockData, now: u64, bits: u32) -> u64 {
+    let modulus = 1u128 << bits;
+    let delta = (now as u128 + modulus - (d.epoch_cyc as u128 % modulus)) % modulus;
+    (d.epoch_ns as u128 + ((delta * d.mult as u128) >> d.shift)) as u64
+}
+
+#[test]
+fn mask_for_bits_accepts_16_to_64_only() {
+    assert_eq!(mask_for_bits(15), None);
+    assert_eq!(mask_for_bits(65), None);
+    assert_eq!(mask_for_bits(0), None);
+    assert_eq!(mask_for_bits(16), Some(0xffff));
+    assert_eq!(mask_for_bits(32), Some(0xffff_ffff));
+    assert_eq!(mask_for_bits(64), Some(u64::MAX));
+    for bits in MIN_COUNTER_BITS..=MAX_COUNTER_BITS {
+        let mask = mask_for_bits(bits).unwrap();
+        assert_eq!(mask as u128 + 1, 1u128 << bits, "bits={bits}");
+    }
+}
+
+#[test]
+fn reads_wrap_correctly_at_every_width() {
+    let (mult, shift) = tsc_pair();
+    for bits in MIN_COUNTER_BITS..=MAX_COUNTER_BITS {
+        let mask = mask_for_bits(bits).unwrap();
+        let base = ClockData {
+            epoch_ns: 123_456_789,
+            epoch_cyc: 0,
+            mult,
+            shift,
+            mask,
+        };
+        let max = nmiclock_core::cyc_ns::max_cycles(mult, mask);
+        // Epochs just before the wrap, at it, and elsewhere; deltas from 0
+        // up to the largest convertible one, so the counter wraps past 0.
+        for &epoch in &[mask, mask - 1, mask / 2, 0, 1, mask - 1000.min(mask / 2)] {
+            for &delta in &[0, 1, 2, 999, max / 3, max / 2, max - 1, max] {
+                let d = ClockData {
+                    epoch_cyc: epoch,
+                    ..base
+                };
+                // A `bits`-wide counter reads the masked value...
+                let now = epoch.wrapping_add(delta) & mask;
+                assert_eq!(
+                    d.ns_at(now),
+                    reference_ns(&d, now, bits),
+                    "bits={bits} e={epoch} d={delta}"
+                );
+                // ...and a wider one read through the mask gives the same.
+                let wide = epoch.wrapping_add(delta);
+                assert_eq!(
+                    d.ns_at(wide),
+                    d.ns_at(now),
+                    "bits={bits} e={epoch} d={delta}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn update_interval_is_half_the_convertible_range() {
+    let (mult, shift) = tsc_pair();
+    for bits in MIN_COUNTER_BITS..=MAX_COUNTER_BITS {
+        let mask = mask_for_bits(bits).unwrap();
+        let d = ClockData {
+            mult,
+            shift,
+            mask,
+            ..ClockData::default()
+        };
+        let max = nmiclock_core::cyc_ns::max_cycles(mult, mask);
+        assert!(max <= mask);
+        assert!(max as u128 * mult as u128 <= u64::MAX as u128);
+        assert_eq!(d.max_ns() as u128, (max as u128 * mult as u128) >> shift);
+        assert_eq!(d.update_interval_ns(), d.max_ns() / 2);
+    }
+    // A 16-bit counter at 2.1 GHz wraps every ~31 us: update every ~15.6 us.
+    let d16 = ClockData {
+        mult,
+        shift,
+        mask: 0xffff,
+        ..ClockData::default()
+    };
+    assert!(
+        (15_000..16_000).contains(&d16.update_interval_ns()),
+        "{}",
+        d16.update_interval_ns()
+    );
+}
+
+fn check_protection<P: Protection>(p: &P) {
+    let counter = FakeCounter::new(0);
+    let budget = SpinBudget {
+        timeout_ns: 1000,
+        poll_count: 1,
+    };
+    // Nothing published: 0, whatever the counter says.
+    counter.set(12345);
+    assert_eq!(p.read(&counter, budget, no_time).ns, 0, "{}", P::NAME);
+    let d = ClockData {
+        epoch_ns: 1_000,
+        epoch_cyc: 10_000,
+        mult: 1 << 10,
+        shift: 10,
+        mask: u64::MAX,
+    };
+    p.publish(&d, &mut || {});
+    assert_eq!(p.published(), d, "{}", P::NAME);
+    counter.set(10_500);
+    let r = p.read(&counter, budget, no_time);
+    assert_eq!(
+        (r.ns, r.now_cyc, r.epoch_ns),
+        (1_500, 10_500, 1_000),
+        "{}",
+        P::NAME
+    );
+    assert_eq!((r.retries, r.stalled), (0, false), "{}", P::NAME);
+    // The pause hook runs inside publish, between field stores.
+    let mut pauses = 0;
+    p.publish(&d, &mut || pauses += 1);
+    assert!(pauses >= 1, "{}", P::NAME);
+}
+
+#[test]
+fn each_protection_reads_what_was_published() {
+    check_protection(&Latch::new());
+    check_protection(&Seqcount::new());
+    check_protection(&Unprotected::new());
+}
+
+#[test]
+fn latch_alternates_copies_and_returns_to_even() {
+    let latch = Latch::new();
+    let counter = FakeCounter::new(0);
+    let budget = SpinBudget {
+        timeout_ns: 0,
+        poll_count: 1,
+    };
+    let d = ClockData {
+        mult: 1,
+        mask: u64::MAX,
+        ..ClockData::default()
+    };
+    for i in 1..=3u32 {
+        latch.publish(&d, &mut || {});
+        let r = latch.read(&counter, budget, no_time);
+        assert_eq!((r.seq, r.copy), (2 * i, 0));
+    }
+}
+
+static C1: FakeCounter = FakeCounter::new(0);
+
+#[test]
+fn epoch_update_keeps_time_continuous_and_reports_overruns() {
+    let clock = Clock::new(Latch::new(), Shared(&C1), no_time);
+    let mask = 0xffff;
+    C1.set(1_000);
+    assert!(clock.start(5_000, 1 << 8, 8, mask));
+    assert_eq!(clock.read().ns, 5_000);
+    // Half a wrap later: time moved by exactly those cycles (mult/shift = 1).
+    C1.set(1_000 + 0x8000);
+    let before = clock.read().ns;
+    assert_eq!(before, 5_000 + 0x8000);
+    assert_eq!(
+        clock.update_epoch(&mut || {}),
+        EpochUpdate::Updated { overrun: false }
+    );
+    assert_eq!(
+        clock.read().ns,
+        before,
+        "an epoch update must not move time"
+    );
+    assert_eq!(clock.data().epoch_cyc, 1_000 + 0x8000);
+    // More than a full wrap later: the lost wrap is reported.
+    C1.set(1_000 + 0x8000 + 0x10000 + 5);
+    assert_eq!(
+        clock.update_epoch(&mut || {}),
+        EpochUpdate::Updated { overrun: true }
+    );
+    // A counter behind the epoch leaves the epoch alone.
+    let data = clock.data();
+    C1.set(data.epoch_cyc - 10);
+    assert_eq!(clock.update_epoch(&mut || {}), EpochUpdate::CounterBehind);
+    assert_eq!(clock.data(), data);
+    assert_eq!((clock.protection(), clock.counter()), ("latch", "shared"));
+}
+
+static C2: FakeCounter = FakeCounter::new(0);
+
+#[test]
+fn a_busy_writer_is_not_entered_twice() {
+    let clock = Clock::new(Seqcount::new(), Shared(&C2), no_time);
+    assert!(clock.start(0, 1, 0, u64::MAX));
+    // Re-enter from inside the pause hook, as an interrupt on the writer's
+    // CPU would.
+    let mut inner = None;
+    let outer = clock.update_epoch(&mut || {
+        if inner.is_none() {
+            inner = Some((
+                clock.update_epoch(&mut || {}),
+                clock.start(0, 1, 0, u64::MAX),
+            ));
+        }
+    });
+    assert_eq!(outer, EpochUpdate::Updated { overrun: false });
+    assert_eq!(inner, Some((EpochUpdate::Busy, false)));
+}
+
+static C3: FakeCounter = FakeCounter::new(0);
+static NOW_NS: AtomicU64 = AtomicU64::new(0);
+
+fn ticking_time() -> u64 {
+    NOW_NS.fetch_add(1_000, Ordering::Relaxed)
+}
+
+#[test]
+fn seqcount_reader_inside_the_write_section_stalls_instead_of_hanging() {
+    // A read from the pause hook is a read by an NMI that interrupted the
+    // writer: the count is odd and stays odd until the reader returns.
+    let clock = Clock::new(Seqcount::new(), Shared(&C3), ticking_time);
+    clock.set_wait_budget_ns(50_000);
+    C3.set(100);
+    assert!(clock.start(0, 1, 0, u64::MAX));
+    C3.set(200);
+    let mut seen = None;
+    clock.update_epoch(&mut || seen = Some(clock.read()));
+    let r = seen.unwrap();
+    assert!(r.stalled);
+    assert_eq!(r.seq & 1, 1);
+    // It returned its best value: the half-written data, new epoch_cyc with
+    // the old epoch_ns, i.e. a torn read (the true time is 100).
+    assert_eq!(r.ns, 0);
+
+    // The latch in the same spot reads whichever copy is not being written,
+    // whole: the even one while the odd one is written, then the odd one.
+    let latch = Clock::new(Latch::new(), Shared(&C3), ticking_time);
+    C3.set(100);
+    assert!(latch.start(0, 1, 0, u64::MAX));
+    C3.set(200);
+    let mut seen = Vec::new();
+    latch.update_epoch(&mut || seen.push(latch.read()));
+    let got: Vec<_> = seen.iter().map(|r| (r.ns, r.copy, r.stalled)).collect();
+    assert_eq!(got, [(100, 0, false), (100, 1, false)]);
+}
+
+static C4: FakeCounter = FakeCounter::new(0);
+
+#[test]
+fn recalibration_does_not_step_time() {
+    let clock = Clock::new(Latch::new(), Shared(&C4), no_time);
+    C4.set(1_000);
+    assert!(clock.start(7_000, 1 << 8, 8, u64::MAX));
+    C4.set(3_000);
+    let before = clock.read().ns;
+    assert_eq!(before, 9_000);
+    // Twice as fast a conversion from here on, with no step at the switch.
+    assert!(clock.recalibrate(1 << 9, 8));
+    assert_eq!(clock.read().ns, before);
+    assert_eq!(clock.data().epoch_cyc, 3_000);
+    C4.set(3_100);
+    assert_eq!(clock.read().ns, before + 200);
+}

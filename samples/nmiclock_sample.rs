@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! nmiclock_sample: a module that uses nmiclock's exported clock.
+//!
+//! On load it reads `nmiclock_sched_clock()` a few times from its own
+//! (module init, task) context, prints each value with the step from the
+//! previous one, and refuses to load (`EINVAL`) if time went backwards.
+//! Load nmiclock.ko first; this module depends on it.
+
+use kernel::prelude::*;
+
+module! {
+    type: NmiclockSample,
+    name: "nmiclock_sample",
+    author: "nmiclock developers",
+    description: "Reads nmiclock's exported clock and prints a few values",
+    license: "GPL",
+}
+
+extern "C" {
+    /// Exported GPL by nmiclock.ko: its time in ns, from any context.
+    fn nmiclock_sched_clock() -> u64;
+}
+
+/// Values read and printed on load.
+const READS: u32 = 5;
+
+fn now() -> u64 {
+    // SAFETY: `nmiclock_sched_clock()` has no preconditions and may be
+    // called from any context; this module links against nmiclock.ko, so it
+    // is loaded while we run.
+    unsafe { nmiclock_sched_clock() }
+}
+
+struct NmiclockSample;
+
+impl kernel::Module for NmiclockSample {
+    fn init(_module: &'static ThisModule) -> Result<Self> {
+        let first = now();
+        let mut prev = first;
+        pr_info!("read 0: {} ns\n", first);
+        for i in 1..READS {
+            let t = now();
+            if t < prev {
+                pr_err!(
+                    "read {}: {} ns, {} ns before the previous read\n",
+                    i,
+                    t,
+                    prev - t
+                );
+                return Err(EINVAL);
+            }
+            pr_info!("read {}: {} ns (+{} ns)\n", i, t, t - prev);
+            prev = t;
+        }
+        pr_info!("{} reads, monotonic, {} ns in all\n", READS, prev - first);
+        Ok(NmiclockSample)
+    }
+}
