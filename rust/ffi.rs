@@ -48,8 +48,8 @@ mod raw {
     pub(super) struct Params {
         pub(super) clock: *const c_char,
         pub(super) counter: *const c_char,
-        pub(super) counter_bits: c_uint,
-        pub(super) tear_window_ns: c_uint,
+        pub(super) counter_bits: *const c_char,
+        pub(super) tear_window_ns: *const c_char,
     }
 
     extern "C" {
@@ -88,16 +88,16 @@ mod raw {
 
 // ---- module parameters -------------------------------------------------------
 
-/// The module parameters as given at load, not yet validated.
+/// The module parameters as given at load, as strings, not yet validated.
 pub(crate) struct Params {
     /// `clock=`
     pub(crate) clock: &'static str,
     /// `counter=`
     pub(crate) counter: &'static str,
     /// `counter_bits=`
-    pub(crate) counter_bits: u32,
+    pub(crate) counter_bits: &'static str,
     /// `tear_window_ns=`
-    pub(crate) tear_window_ns: u32,
+    pub(crate) tear_window_ns: &'static str,
 }
 
 /// Converts a parameter string; one that is not UTF-8 becomes "?", which no
@@ -118,16 +118,16 @@ pub(crate) fn params() -> Params {
     let mut p = raw::Params {
         clock: core::ptr::null(),
         counter: core::ptr::null(),
-        counter_bits: 0,
-        tear_window_ns: 0,
+        counter_bits: core::ptr::null(),
+        tear_window_ns: core::ptr::null(),
     };
     // SAFETY: `p` is a valid, writable `struct nmiclock_params`.
     unsafe { raw::nmiclock_get_params(&mut p) };
     Params {
         clock: param_str(p.clock),
         counter: param_str(p.counter),
-        counter_bits: p.counter_bits,
-        tear_window_ns: p.tear_window_ns,
+        counter_bits: param_str(p.counter_bits),
+        tear_window_ns: param_str(p.tear_window_ns),
     }
 }
 

@@ -26,6 +26,7 @@ use crate::clock::{
 use crate::counter::{mask_for_bits, Tsc, TscOrdered, MAX_COUNTER_BITS, MIN_COUNTER_BITS};
 use crate::cyc_ns::{calc_mult_shift, NSEC_PER_MSEC};
 use crate::ffi;
+use crate::parse::parse_u32;
 use crate::percpu::PerCpu;
 
 static LATCH_TSC_ORDERED: Clock<Latch, TscOrdered> =
@@ -116,32 +117,35 @@ impl Config {
             );
             return Err(EINVAL);
         }
-        let Some(mask) = mask_for_bits(p.counter_bits) else {
+        let bits = parse_u32(p.counter_bits.as_bytes());
+        let Some((counter_bits, mask)) = bits.and_then(|b| Some((b, mask_for_bits(b)?))) else {
             pr_err!(
-                "counter_bits={}: must be {}..{}\n",
+                "counter_bits={}: must be a number, {}..{}\n",
                 p.counter_bits,
                 MIN_COUNTER_BITS,
                 MAX_COUNTER_BITS
             );
             return Err(EINVAL);
         };
-        if p.tear_window_ns > MAX_TEAR_WINDOW_NS {
+        let Some(tear_window_ns) =
+            parse_u32(p.tear_window_ns.as_bytes()).filter(|&ns| ns <= MAX_TEAR_WINDOW_NS)
+        else {
             pr_err!(
-                "tear_window_ns={}: must be 0..{}\n",
+                "tear_window_ns={}: must be a number, 0..{}\n",
                 p.tear_window_ns,
                 MAX_TEAR_WINDOW_NS
             );
             return Err(EINVAL);
-        }
+        };
         let index = CLOCKS
             .iter()
             .position(|c| c.protection() == p.clock && c.counter() == p.counter)
             .ok_or(EINVAL)?;
         Ok(Self {
             index,
-            counter_bits: p.counter_bits,
+            counter_bits,
             mask,
-            tear_window_ns: p.tear_window_ns,
+            tear_window_ns,
         })
     }
 }

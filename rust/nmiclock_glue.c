@@ -34,18 +34,22 @@ static char *counter = "tsc_ordered";
 module_param(counter, charp, 0444);
 MODULE_PARM_DESC(counter, "counter source: tsc_ordered or tsc");
 
-static unsigned int counter_bits = 64;
-module_param(counter_bits, uint, 0444);
+/*
+ * Numbers are taken as strings too, so that Rust parses every parameter the
+ * same strict way and any bad value gets -EINVAL and one clear line.
+ */
+static char *counter_bits = "64";
+module_param(counter_bits, charp, 0444);
 MODULE_PARM_DESC(counter_bits, "counter width, 16..64: narrower wraps sooner");
 
-static unsigned int tear_window_ns;
-module_param(tear_window_ns, uint, 0444);
+static char *tear_window_ns = "0";
+module_param(tear_window_ns, charp, 0444);
 MODULE_PARM_DESC(tear_window_ns, "fault injection: writer pause between its stores, 0..1000000 ns");
 
 void nmiclock_get_params(struct nmiclock_params *p)
 {
-	p->clock = clock ? clock : "";
-	p->counter = counter ? counter : "";
+	p->clock = clock;
+	p->counter = counter;
 	p->counter_bits = counter_bits;
 	p->tear_window_ns = tear_window_ns;
 }

@@ -24,12 +24,12 @@ struct dentry;
 struct seq_file;
 struct nmiclock_timer;
 
-/* Module parameters as given at load, for Rust to validate. */
+/* Module parameters as given at load, all strings, for Rust to validate. */
 struct nmiclock_params {
 	const char *clock;
 	const char *counter;
-	unsigned int counter_bits;
-	unsigned int tear_window_ns;
+	const char *counter_bits;
+	const char *tear_window_ns;
 };
 
 void nmiclock_get_params(struct nmiclock_params *p);

@@ -31,7 +31,12 @@ done
 
 DEBUGFS=/sys/kernel/debug
 DIR=$DEBUGFS/nmiclock
-STATS_KEYS="version state online_cpus tsc_khz tsc_mult tsc_shift stats_reads"
+STATS_KEYS="version state online_cpus tsc_khz tsc_mult tsc_shift stats_reads
+clock counter counter_bits tear_window_ns mult shift update_interval_ns now_ns
+clock_reads clock_retries clock_stalls epoch_updates wrap_overruns
+epoch_update_skips recalibrations"
+# Bound on |nmiclock elapsed - local_clock() elapsed| in the clock check.
+MAX_DEV_NS=100000
 SPLAT_RE='WARNING:|BUG:|Oops|kernel BUG at|general protection fault|UBSAN:|KASAN:|kmemleak: [0-9]+ new suspected|Uhhuh\. NMI received|panicked at'
 
 # --- KTAP ---------------------------------------------------------------------
@@ -139,11 +144,15 @@ t_stats_parse() {
 	for key in $STATS_KEYS; do
 		grep -q "^$key: " "$tmp" || { echo "key '$key' missing"; ret=1; }
 	done
-	for key in online_cpus tsc_khz tsc_mult tsc_shift stats_reads; do
+	for key in online_cpus tsc_khz tsc_mult tsc_shift stats_reads counter_bits \
+		clock_reads epoch_updates now_ns; do
 		v=$(stat_value "$tmp" $key)
 		is_number "$v" || { echo "$key: '$v' is not a number"; ret=1; }
 	done
 	[ "$(stat_value "$tmp" state)" = idle ] || { echo "state is not idle"; ret=1; }
+	[ "$(stat_value "$tmp" clock)" = latch ] || { echo "default clock is not latch"; ret=1; }
+	[ "$(stat_value "$tmp" counter)" = tsc_ordered ] || { echo "default counter is not tsc_ordered"; ret=1; }
+	[ "$(stat_value "$tmp" counter_bits)" = 64 ] || { echo "default counter_bits is not 64"; ret=1; }
 	cpus=$(grep -c '^processor' /proc/cpuinfo)
 	[ "$(stat_value "$tmp" online_cpus)" = "$cpus" ] ||
 		{ echo "online_cpus $(stat_value "$tmp" online_cpus) != $cpus CPUs in /proc/cpuinfo"; ret=1; }
@@ -153,11 +162,17 @@ t_stats_parse() {
 		[ "$shift_" -ge 1 ] && [ "$shift_" -le 32 ] ||
 			{ echo "tsc_shift $shift_ outside 1..32 for a $khz kHz TSC"; ret=1; }
 	fi
-	r1=$(stat_value "$tmp" stats_reads)
-	r2=$(stat_value "$DIR/stats" stats_reads)
-	if is_number "$r1" && is_number "$r2"; then
-		[ "$r2" -gt "$r1" ] || { echo "stats_reads did not advance: $r1 then $r2"; ret=1; }
-	fi
+	# Counters move: every read of stats reads the clock once.
+	tmp2=$(mktemp) || return 1
+	cat "$DIR/stats" >"$tmp2"
+	for key in stats_reads clock_reads now_ns; do
+		a=$(stat_value "$tmp" $key)
+		b=$(stat_value "$tmp2" $key)
+		if is_number "$a" && is_number "$b"; then
+			[ "$b" -gt "$a" ] || { echo "$key did not advance: $a then $b"; ret=1; }
+		fi
+	done
+	rm -f "$tmp2"
 	rm -f "$tmp"
 	return $ret
 }
@@ -202,6 +217,154 @@ t_kernel_log_clean() {
 	return 1
 }
 
+
+# check_run MS: runs the clock check for MS ms and leaves its results in
+# $check (a file); fails if the write fails.
+check_run() {
+	echo "$1" >"$DIR/check" || { echo "writing $1 to check failed"; return 1; }
+	cat "$DIR/check" >"$check"
+}
+
+# check_all_cpus: every online CPU took part in the last check.
+check_all_cpus() {
+	cpus=$(grep -c '^processor' /proc/cpuinfo)
+	n=$(grep -c '^cpu[0-9]*: reads=[1-9]' "$check")
+	[ "$n" -eq "$cpus" ] || { echo "check ran on $n of $cpus CPUs"; return 1; }
+}
+
+# t_clock_check COUNTER: 5 s of task-context reads on every CPU with a
+# 32-bit counter (epoch updates about every second): monotonic per CPU and
+# within MAX_DEV_NS of local_clock().
+t_clock_check() {
+	load counter="$1" counter_bits=32 || { echo "insmod counter=$1 counter_bits=32 failed"; return 1; }
+	check=$(mktemp)
+	ret=0
+	u0=$(stat_value "$DIR/stats" epoch_updates)
+	check_run 5000 || ret=1
+	u1=$(stat_value "$DIR/stats" epoch_updates)
+	grep -v '^cpu' "$check" | tr '\n' ' '; echo
+	check_all_cpus || ret=1
+	[ "$(stat_value "$check" backwards)" = 0 ] ||
+		{ echo "time went backwards $(stat_value "$check" backwards) times"; ret=1; }
+	dev=$(stat_value "$check" max_dev_ns)
+	{ is_number "$dev" && [ "$dev" -le $MAX_DEV_NS ]; } ||
+		{ echo "max_dev_ns $dev > $MAX_DEV_NS"; ret=1; }
+	[ "$(stat_value "$check" reads)" -gt 0 ] || { echo "no reads"; ret=1; }
+	[ $((u1 - u0)) -ge 2 ] || { echo "only $((u1 - u0)) epoch updates during the check"; ret=1; }
+	[ "$(stat_value "$DIR/stats" wrap_overruns)" = 0 ] ||
+		{ echo "wrap_overruns with a 32-bit counter"; ret=1; }
+	rm -f "$check"
+	unload
+	return $ret
+}
+
+t_check_tsc_ordered() { t_clock_check tsc_ordered; }
+t_check_tsc() { t_clock_check tsc; }
+
+t_narrow_counter() {
+	load counter_bits=16 || { echo "insmod counter_bits=16 failed"; return 1; }
+	u0=$(stat_value "$DIR/stats" epoch_updates)
+	t0=$(cut -d' ' -f1 /proc/uptime)
+	sleep 1
+	u1=$(stat_value "$DIR/stats" epoch_updates)
+	t1=$(cut -d' ' -f1 /proc/uptime)
+	unload
+	ms=$(( (${t1%.*} * 100 + ${t1#*.}) * 10 - (${t0%.*} * 100 + ${t0#*.}) * 10 ))
+	rate=$(( (u1 - u0) * 1000 / (ms > 0 ? ms : 1) ))
+	echo "$((u1 - u0)) epoch updates in $ms ms: $rate/s"
+	[ "$rate" -ge 1000 ] || { echo "want thousands per second"; return 1; }
+}
+
+t_variants() {
+	ret=0
+	for c in latch seqcount unprotected; do
+		load clock=$c || { echo "insmod clock=$c failed"; ret=1; continue; }
+		got=$(stat_value "$DIR/stats" clock)
+		[ "$got" = $c ] || { echo "clock=$c: stats says clock: $got"; ret=1; }
+		unload
+	done
+	return $ret
+}
+
+# tear_check CLOCK: 2 s check with the writer pausing 50 us between its
+# stores, on a 28-bit counter: an epoch update every 64 ms, while a wrap
+# (128 ms) is far longer than any hiccup of a vCPU, so no update is late by
+# a whole wrap (which would step time back by one wrap, whatever the
+# protection). Sets $backwards and $overruns.
+tear_check() {
+	load clock="$1" counter_bits=28 tear_window_ns=50000 || { echo "insmod clock=$1 failed"; return 1; }
+	check=$(mktemp)
+	check_run 2000
+	rc=$?
+	grep -v '^cpu' "$check" | tr '\n' ' '; echo
+	backwards=$(stat_value "$check" backwards)
+	overruns=$(stat_value "$DIR/stats" wrap_overruns)
+	echo "epoch_updates: $(stat_value "$DIR/stats" epoch_updates) wrap_overruns: $overruns"
+	rm -f "$check"
+	unload
+	[ $rc -eq 0 ] && is_number "$backwards" && is_number "$overruns"
+}
+
+t_tear_latch() {
+	tear_check latch || return 1
+	[ "$overruns" = 0 ] || { echo "inconclusive: $overruns epoch updates came a wrap late"; return 1; }
+	[ "$backwards" = 0 ] || { echo "the latch went backwards $backwards times"; return 1; }
+}
+
+t_tear_unprotected() {
+	tear_check unprotected || return 1
+	[ "$overruns" = 0 ] || { echo "inconclusive: $overruns epoch updates came a wrap late"; return 1; }
+	[ "$backwards" -gt 0 ] || { echo "the check did not catch the unprotected clock"; return 1; }
+}
+
+t_sample() {
+	[ -e "$sample" ] || { echo "SKIP: $sample not found"; return 4; }
+	load || { echo "insmod nmiclock failed"; return 1; }
+	ret=0
+	insmod "$sample" || { echo "insmod $sample failed"; ret=1; }
+	dmesg | tail -n 20 | grep 'nmiclock_sample: ' | sed 's/^\[[^]]*\] //'
+	dmesg | tail -n 20 | grep -q 'nmiclock_sample: 5 reads, monotonic' ||
+		{ echo "no 'nmiclock_sample: 5 reads, monotonic' in the kernel log"; ret=1; }
+	rmmod nmiclock_sample || { echo "rmmod nmiclock_sample failed"; ret=1; }
+	unload || ret=1
+	return $ret
+}
+
+t_bad_params() {
+	ret=0
+	for p in clock=bogus clock= clock=LATCH counter=rdtsc counter= counter_bits=15 \
+		counter_bits=65 counter_bits=0 counter_bits=abc counter_bits=-1 \
+		counter_bits=99999999999 "counter_bits= 32" counter_bits=0x20 \
+		tear_window_ns=1000001 tear_window_ns=x tear_window_ns=-5 tear_window_ns=; do
+		name=${p%%=*}
+		before=$(dmesg | wc -l)
+		err=$(insmod "$module" "$p" 2>&1) && { echo "$p: loaded"; unload; ret=1; continue; }
+		case $err in
+		*"Invalid argument"*) ;;
+		*) echo "$p: want EINVAL, got: $err"; ret=1 ;;
+		esac
+		is_loaded && { echo "$p: module loaded anyway"; unload; ret=1; }
+		msg=$(dmesg | tail -n +"$((before + 1))" | grep "nmiclock: .*$name" | head -n 1)
+		[ -n "$msg" ] || { echo "$p: no log line naming $name"; ret=1; }
+		echo "$p: ${msg#*] }"
+	done
+	return $ret
+}
+
+t_check_bad_input() {
+	load || { echo "insmod failed"; return 1; }
+	ret=0
+	runs=$(stat_value "$DIR/check" runs)
+	for v in 0 60001 abc -1 "" " 5" 5x 99999999999; do
+		if printf '%s\n' "$v" >"$DIR/check" 2>/dev/null; then
+			echo "check accepted '$v'"; ret=1
+		fi
+	done
+	[ "$(stat_value "$DIR/check" runs)" = "$runs" ] || { echo "a refused write ran a check"; ret=1; }
+	unload
+	return $ret
+}
+
 # --- main -------------------------------------------------------------------------
 [ "$(id -u)" -eq 0 ] || skip_all "must be run as root"
 if [ -z "$module" ]; then
@@ -215,7 +378,10 @@ if ! grep -q ' /sys/kernel/debug ' /proc/mounts; then
 	mount -t debugfs debugfs "$DEBUGFS" || skip_all "debugfs not available"
 fi
 
-ktap_plan 8
+sample=$(dirname "$module")/samples/nmiclock_sample.ko
+[ -e "$sample" ] || sample=$(dirname "$module")/nmiclock_sample.ko
+
+ktap_plan 17
 echo "# module: $module"
 dmesg_start=$(dmesg | wc -l)
 if is_loaded; then
@@ -230,5 +396,14 @@ run_case "stats parses as key: value with sane values" t_stats_parse
 run_case "rmmod" t_rmmod
 run_case "rmmod leaves nothing behind" t_nothing_left
 run_case "$cycles load/unload cycles" t_cycles
+run_case "every clock variant loads and says so" t_variants
+run_case "counter_bits=32 tsc_ordered: 5 s on every CPU monotonic, within 100 us of local_clock" t_check_tsc_ordered
+run_case "counter_bits=32 tsc: 5 s on every CPU monotonic, within 100 us of local_clock" t_check_tsc
+run_case "counter_bits=16: thousands of epoch updates per second" t_narrow_counter
+run_case "tear window: the latch never goes backwards" t_tear_latch
+run_case "tear window: the check catches the unprotected clock" t_tear_unprotected
+run_case "sample consumer loads, reads and unloads" t_sample
+run_case "bad module parameters: EINVAL, a log line, nothing loaded" t_bad_params
+run_case "check refuses bad input and runs nothing" t_check_bad_input
 run_case "kernel log has no splats" t_kernel_log_clean
 ktap_finish
