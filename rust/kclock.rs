@@ -89,6 +89,22 @@ impl fmt::Display for ValidNames {
     }
 }
 
+/// Checks that `value` of parameter `param` names some clock's `field`;
+/// if not, logs the valid names and gives `EINVAL`.
+fn known(param: &str, value: &str, field: fn(&dyn ClockSource) -> &'static str) -> Result {
+    if CLOCKS.iter().any(|c| field(*c) == value) {
+        return Ok(());
+    }
+    pr_err!(
+        "{}={}: unknown {}; valid: {}\n",
+        param,
+        value,
+        param,
+        ValidNames(field)
+    );
+    Err(EINVAL)
+}
+
 /// Validated clock configuration.
 pub(crate) struct Config {
     index: usize,
@@ -101,22 +117,8 @@ impl Config {
     /// Checks the module parameters; a bad one is logged in one line and
     /// gives `EINVAL`.
     pub(crate) fn from_params(p: &ffi::Params) -> Result<Self> {
-        if !CLOCKS.iter().any(|c| c.protection() == p.clock) {
-            pr_err!(
-                "clock={}: unknown clock; valid: {}\n",
-                p.clock,
-                ValidNames(|c| c.protection())
-            );
-            return Err(EINVAL);
-        }
-        if !CLOCKS.iter().any(|c| c.counter() == p.counter) {
-            pr_err!(
-                "counter={}: unknown counter; valid: {}\n",
-                p.counter,
-                ValidNames(|c| c.counter())
-            );
-            return Err(EINVAL);
-        }
+        known("clock", p.clock, |c| c.protection())?;
+        known("counter", p.counter, |c| c.counter())?;
         let bits = parse_u32(p.counter_bits.as_bytes());
         let Some((counter_bits, mask)) = bits.and_then(|b| Some((b, mask_for_bits(b)?))) else {
             pr_err!(

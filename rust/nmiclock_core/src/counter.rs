@@ -42,14 +42,14 @@ pub struct TscOrdered;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Tsc;
 
+/// Reads the TSC; `ORDERED` adds the `lfence` and compiler barrier of the
+/// kernel's `rdtsc_ordered()`.
 #[cfg(target_arch = "x86_64")]
-impl Counter for TscOrdered {
-    const NAME: &'static str = "tsc_ordered";
-
-    #[inline(always)]
-    fn read(&self) -> u64 {
-        let lo: u32;
-        let hi: u32;
+#[inline(always)]
+fn rdtsc<const ORDERED: bool>() -> u64 {
+    let lo: u32;
+    let hi: u32;
+    if ORDERED {
         // SAFETY: `lfence` and `rdtsc` only read the time stamp counter into
         // EDX:EAX; they write no memory and no stack, and leave flags alone.
         // No `nomem`: like the kernel's "memory" clobber, the compiler must
@@ -64,18 +64,7 @@ impl Counter for TscOrdered {
                 options(nostack, preserves_flags)
             );
         }
-        (u64::from(hi) << 32) | u64::from(lo)
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-impl Counter for Tsc {
-    const NAME: &'static str = "tsc";
-
-    #[inline(always)]
-    fn read(&self) -> u64 {
-        let lo: u32;
-        let hi: u32;
+    } else {
         // SAFETY: `rdtsc` only reads the time stamp counter into EDX:EAX; it
         // touches no memory and no stack, and leaves flags alone. `nomem`
         // lets the compiler move it like the kernel's plain `rdtsc()`.
@@ -87,6 +76,26 @@ impl Counter for Tsc {
                 options(nomem, nostack, preserves_flags)
             );
         }
-        (u64::from(hi) << 32) | u64::from(lo)
+    }
+    (u64::from(hi) << 32) | u64::from(lo)
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Counter for TscOrdered {
+    const NAME: &'static str = "tsc_ordered";
+
+    #[inline(always)]
+    fn read(&self) -> u64 {
+        rdtsc::<true>()
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Counter for Tsc {
+    const NAME: &'static str = "tsc";
+
+    #[inline(always)]
+    fn read(&self) -> u64 {
+        rdtsc::<false>()
     }
 }
