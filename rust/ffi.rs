@@ -12,7 +12,8 @@
 //! - [`HrTimer`]: a hard-IRQ hrtimer whose callback returns its next period;
 //! - [`run_on_each_cpu`]: a function run in a kthread on every online CPU;
 //! - small wrappers: CPU ids and counts, `tsc_khz`, `local_clock()`,
-//!   `ktime_get_mono_fast_ns()`, interrupts off, `ndelay()`, `cond_resched()`.
+//!   `ktime_get_mono_fast_ns()`, interrupts off, `ndelay()`, `cond_resched()`,
+//!   `TICK_NSEC`, whether we run in a VM.
 
 use core::fmt;
 use core::ptr::NonNull;
@@ -50,6 +51,7 @@ mod raw {
         pub(super) counter: *const c_char,
         pub(super) counter_bits: *const c_char,
         pub(super) tear_window_ns: *const c_char,
+        pub(super) acct: *const c_char,
     }
 
     extern "C" {
@@ -83,6 +85,8 @@ mod raw {
         pub(super) fn nmiclock_irq_restore(flags: c_ulong);
         pub(super) fn nmiclock_ndelay(ns: c_uint);
         pub(super) fn nmiclock_cond_resched();
+        pub(super) fn nmiclock_tick_nsec() -> u64;
+        pub(super) fn nmiclock_in_vm() -> bool;
     }
 }
 
@@ -98,6 +102,8 @@ pub(crate) struct Params {
     pub(crate) counter_bits: &'static str,
     /// `tear_window_ns=`
     pub(crate) tear_window_ns: &'static str,
+    /// `acct=`
+    pub(crate) acct: &'static str,
 }
 
 /// Converts a parameter string; one that is not UTF-8 becomes "?", which no
@@ -120,6 +126,7 @@ pub(crate) fn params() -> Params {
         counter: core::ptr::null(),
         counter_bits: core::ptr::null(),
         tear_window_ns: core::ptr::null(),
+        acct: core::ptr::null(),
     };
     // SAFETY: `p` is a valid, writable `struct nmiclock_params`.
     unsafe { raw::nmiclock_get_params(&mut p) };
@@ -128,6 +135,7 @@ pub(crate) fn params() -> Params {
         counter: param_str(p.counter),
         counter_bits: param_str(p.counter_bits),
         tear_window_ns: param_str(p.tear_window_ns),
+        acct: param_str(p.acct),
     }
 }
 
@@ -276,9 +284,9 @@ impl Drop for DebugfsDir {
 
 // ---- hrtimer --------------------------------------------------------------------
 
-/// A hard-IRQ `CLOCK_MONOTONIC` hrtimer. Its callback runs in hard-IRQ
-/// context and returns the next period in ns, or 0 to stop. Cancelled and
-/// freed on drop.
+/// A hard-IRQ `CLOCK_MONOTONIC` hrtimer, pinned to the CPU that starts it.
+/// Its callback runs in hard-IRQ context and returns the next period in ns,
+/// or 0 to stop. Cancelled and freed on drop.
 ///
 /// # Invariants
 ///
@@ -397,4 +405,17 @@ pub(crate) fn ndelay(ns: u32) {
 pub(crate) fn cond_resched() {
     // SAFETY: No memory-safety preconditions.
     unsafe { raw::nmiclock_cond_resched() };
+}
+
+/// The kernel's tick, in ns (`TICK_NSEC`).
+pub(crate) fn tick_nsec() -> u64 {
+    // SAFETY: No preconditions; a constant.
+    unsafe { raw::nmiclock_tick_nsec() }
+}
+
+/// Whether this runs under a hypervisor (`X86_FEATURE_HYPERVISOR`): then
+/// times may be emulated, and only ratios taken in one run mean anything.
+pub(crate) fn in_vm() -> bool {
+    // SAFETY: No preconditions; reads boot CPU features.
+    unsafe { raw::nmiclock_in_vm() }
 }

@@ -67,16 +67,24 @@ const CONVERSION_RANGE_MS: u32 = 3_600_000;
 /// Longest clock check, in ms.
 pub(crate) const MAX_CHECK_MS: u32 = 60_000;
 
-/// The distinct names one field of the clocks table takes, comma-separated:
-/// the valid values of a parameter, for error messages.
-struct ValidNames(fn(&dyn ClockSource) -> &'static str);
+/// The distinct names that `name` gives the items of a table,
+/// comma-separated: the valid values of a parameter, for error messages.
+pub(crate) struct ValidNames<T: 'static> {
+    pub(crate) items: &'static [T],
+    pub(crate) name: fn(&T) -> &'static str,
+}
 
-impl fmt::Display for ValidNames {
+impl<T> fmt::Display for ValidNames<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut first = true;
-        for (i, c) in CLOCKS.iter().enumerate() {
-            let name = (self.0)(*c);
-            if CLOCKS.iter().take(i).any(|prev| (self.0)(*prev) == name) {
+        for (i, item) in self.items.iter().enumerate() {
+            let name = (self.name)(item);
+            if self
+                .items
+                .iter()
+                .take(i)
+                .any(|prev| (self.name)(prev) == name)
+            {
                 continue;
             }
             if !first {
@@ -89,10 +97,15 @@ impl fmt::Display for ValidNames {
     }
 }
 
-/// Checks that `value` of parameter `param` names some clock's `field`;
+/// Checks that `value` of parameter `param` is the name of one of `items`;
 /// if not, logs the valid names and gives `EINVAL`.
-fn known(param: &str, value: &str, field: fn(&dyn ClockSource) -> &'static str) -> Result {
-    if CLOCKS.iter().any(|c| field(*c) == value) {
+pub(crate) fn known<T>(
+    param: &str,
+    value: &str,
+    items: &'static [T],
+    name: fn(&T) -> &'static str,
+) -> Result {
+    if items.iter().any(|item| name(item) == value) {
         return Ok(());
     }
     pr_err!(
@@ -100,7 +113,7 @@ fn known(param: &str, value: &str, field: fn(&dyn ClockSource) -> &'static str) 
         param,
         value,
         param,
-        ValidNames(field)
+        ValidNames { items, name }
     );
     Err(EINVAL)
 }
@@ -117,8 +130,8 @@ impl Config {
     /// Checks the module parameters; a bad one is logged in one line and
     /// gives `EINVAL`.
     pub(crate) fn from_params(p: &ffi::Params) -> Result<Self> {
-        known("clock", p.clock, |c| c.protection())?;
-        known("counter", p.counter, |c| c.counter())?;
+        known("clock", p.clock, &CLOCKS, |c| c.protection())?;
+        known("counter", p.counter, &CLOCKS, |c| c.counter())?;
         let bits = parse_u32(p.counter_bits.as_bytes());
         let Some((counter_bits, mask)) = bits.and_then(|b| Some((b, mask_for_bits(b)?))) else {
             pr_err!(
@@ -156,6 +169,11 @@ impl Config {
 static ACTIVE: AtomicUsize = AtomicUsize::new(usize::MAX);
 static COUNTER_BITS: AtomicU32 = AtomicU32::new(0);
 static TEAR_WINDOW_NS: AtomicU32 = AtomicU32::new(0);
+
+/// The `tear_window_ns` in force (also used by the acct updater).
+pub(crate) fn tear_window_ns() -> u32 {
+    TEAR_WINDOW_NS.load(Ordering::Relaxed)
+}
 static INTERVAL_NS: AtomicU64 = AtomicU64::new(0);
 /// `tsc_khz` the running conversion was computed from.
 static TSC_KHZ: AtomicU32 = AtomicU32::new(0);

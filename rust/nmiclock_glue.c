@@ -20,6 +20,7 @@
 #include <linux/slab.h>
 #include <linux/timekeeping.h>
 #include <linux/uaccess.h>
+#include <asm/cpufeature.h>
 #include <asm/tsc.h>
 
 #include "nmiclock_glue.h"
@@ -33,6 +34,10 @@ MODULE_PARM_DESC(clock, "read-side protection: latch, seqcount or unprotected");
 static char *counter = "tsc_ordered";
 module_param(counter, charp, 0444);
 MODULE_PARM_DESC(counter, "counter source: tsc_ordered or tsc");
+
+static char *acct = "cmpxchg";
+module_param(acct, charp, 0444);
+MODULE_PARM_DESC(acct, "acct integrals update: cmpxchg, irqsave or racy");
 
 /*
  * Numbers are taken as strings too, so that Rust parses every parameter the
@@ -52,6 +57,7 @@ void nmiclock_get_params(struct nmiclock_params *p)
 	p->counter = counter;
 	p->counter_bits = counter_bits;
 	p->tear_window_ns = tear_window_ns;
+	p->acct = acct;
 }
 
 /* ---- the exported clock ------------------------------------------------- */
@@ -138,7 +144,10 @@ int nmiclock_seq_write(struct seq_file *m, const char *buf, size_t len)
 
 /* ---- hrtimer ------------------------------------------------------------ */
 
-/* A hard-IRQ hrtimer whose callback returns the next period in ns, 0 to stop. */
+/*
+ * A hard-IRQ hrtimer, pinned to the CPU that starts it, whose callback
+ * returns the next period in ns, 0 to stop.
+ */
 struct nmiclock_timer {
 	struct hrtimer timer;
 	u64 (*fn)(void);
@@ -161,7 +170,7 @@ struct nmiclock_timer *nmiclock_timer_new(u64 (*fn)(void))
 
 	if (!t)
 		return NULL;
-	hrtimer_init(&t->timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_HARD);
+	hrtimer_init(&t->timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_PINNED_HARD);
 	t->timer.function = nmiclock_timer_fire;
 	t->fn = fn;
 	return t;
@@ -169,7 +178,7 @@ struct nmiclock_timer *nmiclock_timer_new(u64 (*fn)(void))
 
 void nmiclock_timer_start(struct nmiclock_timer *t, u64 ns)
 {
-	hrtimer_start(&t->timer, ns_to_ktime(ns), HRTIMER_MODE_REL_HARD);
+	hrtimer_start(&t->timer, ns_to_ktime(ns), HRTIMER_MODE_REL_PINNED_HARD);
 }
 
 void nmiclock_timer_cancel(struct nmiclock_timer *t)
@@ -305,4 +314,14 @@ void nmiclock_ndelay(unsigned int ns)
 void nmiclock_cond_resched(void)
 {
 	cond_resched();
+}
+
+u64 nmiclock_tick_nsec(void)
+{
+	return TICK_NSEC;
+}
+
+bool nmiclock_in_vm(void)
+{
+	return boot_cpu_has(X86_FEATURE_HYPERVISOR);
 }

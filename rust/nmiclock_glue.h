@@ -8,8 +8,8 @@
  *  - module parameters: the 6.12 module! macro takes no params.
  *  - debugfs and seq_file: no Rust abstraction in 6.12.
  *  - hrtimer and per-CPU kthreads: no Rust abstraction in 6.12.
- *  - cpumask, tsc_khz, local_clock(), irq flags, ndelay(): macros, inline
- *    functions and arch data that bindgen does not see.
+ *  - cpumask, tsc_khz, local_clock(), irq flags, ndelay(), TICK_NSEC, CPU
+ *    features: macros, inline functions and arch data bindgen does not see.
  *  - EXPORT_SYMBOL_GPL(nmiclock_sched_clock): exports need the C macro.
  *
  * The Rust side implements the nmiclock_rs_*() callbacks and
@@ -30,6 +30,7 @@ struct nmiclock_params {
 	const char *counter;
 	const char *counter_bits;
 	const char *tear_window_ns;
+	const char *acct;
 };
 
 void nmiclock_get_params(struct nmiclock_params *p);
@@ -63,5 +64,7 @@ unsigned long nmiclock_irq_save(void);
 void nmiclock_irq_restore(unsigned long flags);
 void nmiclock_ndelay(unsigned int ns);
 void nmiclock_cond_resched(void);
+u64 nmiclock_tick_nsec(void);
+bool nmiclock_in_vm(void);
 
 #endif /* NMICLOCK_GLUE_H */

@@ -14,9 +14,14 @@
 //!   `counter_bits` (16..64) bits; `tear_window_ns` widens the writer's race
 //!   window. See [`clock`] and [`kclock`].
 //! - `nmiclock_sched_clock()`, exported GPL for other modules.
+//! - The `__acct_update_integrals()` arithmetic in lock-free `cmpxchg`,
+//!   `irqsave` and `racy` forms (`acct=`), driven from task and hard-IRQ
+//!   context on every CPU and checked online. See [`acct`] and [`kacct`].
 //! - debugfs, root-only, under `/sys/kernel/debug/nmiclock/`: `stats`
-//!   (`key: value` lines) and `check` (write a duration in ms to run the
-//!   task-context clock check on every CPU; read its results).
+//!   (`key: value` lines); `check` (write a duration in ms to run the
+//!   task-context clock check on every CPU; read its results); `acct`
+//!   (write a duration in ms to run the acct updater; read its results);
+//!   `acct_bench` (write a number of rounds to time the strategies).
 //! - One `pr_info` line on load, everything it created removed on unload.
 //!
 //! The kernel-independent core lives in `rust/nmiclock_core/src/`: each file
@@ -29,6 +34,8 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::c_str;
 use kernel::prelude::*;
 
+#[path = "nmiclock_core/src/acct.rs"]
+pub mod acct;
 #[path = "nmiclock_core/src/clock.rs"]
 pub mod clock;
 #[path = "nmiclock_core/src/counter.rs"]
@@ -41,6 +48,7 @@ pub mod parse;
 pub mod spin;
 
 mod ffi;
+mod kacct;
 mod kclock;
 mod percpu;
 
@@ -65,7 +73,7 @@ module! {
 }
 
 /// Version reported in `stats` and the load message.
-const VERSION: &str = "0.2.0";
+const VERSION: &str = "0.3.0";
 
 /// Range of the TSC conversion shown in `stats`: 600 s, in ms (the pair is
 /// computed from kHz, as the kernel's own `cyc2ns` does).
@@ -84,6 +92,16 @@ static CHECK_OPS: ffi::FileOps = ffi::FileOps {
     write: Some(write_check),
 };
 
+static ACCT_OPS: ffi::FileOps = ffi::FileOps {
+    show: |w| kacct::show_run(w),
+    write: Some(write_acct),
+};
+
+static ACCT_BENCH_OPS: ffi::FileOps = ffi::FileOps {
+    show: |w| kacct::show_bench(w),
+    write: Some(write_acct_bench),
+};
+
 /// Renders `stats`: one `key: value` per line, keys in snake case.
 fn show_stats(seq: &mut ffi::SeqFile) -> fmt::Result {
     let reads = STATS_READS.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
@@ -98,27 +116,57 @@ fn show_stats(seq: &mut ffi::SeqFile) -> fmt::Result {
     writeln!(seq, "tsc_mult: {mult}")?;
     writeln!(seq, "tsc_shift: {shift}")?;
     writeln!(seq, "stats_reads: {reads}")?;
-    kclock::show_stats(seq)
+    kclock::show_stats(seq)?;
+    kacct::show_stats(seq)
 }
 
-/// `check`: a duration in ms, 1..=60000, runs the clock check (blocking).
-fn write_check(input: &[u8]) -> Result {
+/// Parses a write as a number in `1..=max`; anything else is logged as
+/// wanting `what` and gives `EINVAL`.
+fn parse_arg(file: &str, input: &[u8], max: u32, what: &str) -> Result<u32> {
     match parse::parse_u32(input) {
-        Some(ms) if (1..=kclock::MAX_CHECK_MS).contains(&ms) => kclock::run_check(ms),
+        Some(v) if (1..=max).contains(&v) => Ok(v),
         _ => {
-            pr_err!(
-                "check: want a duration in ms, 1..{}\n",
-                kclock::MAX_CHECK_MS
-            );
+            pr_err!("{}: want {}, 1..{}\n", file, what, max);
             Err(EINVAL)
         }
     }
+}
+
+/// `check`: a duration in ms runs the clock check (blocking).
+fn write_check(input: &[u8]) -> Result {
+    kclock::run_check(parse_arg(
+        "check",
+        input,
+        kclock::MAX_CHECK_MS,
+        "a duration in ms",
+    )?)
+}
+
+/// `acct`: a duration in ms runs the acct updater on every CPU (blocking).
+fn write_acct(input: &[u8]) -> Result {
+    kacct::run(parse_arg(
+        "acct",
+        input,
+        kacct::MAX_RUN_MS,
+        "a duration in ms",
+    )?)
+}
+
+/// `acct_bench`: a number of rounds runs the cost benchmark (blocking).
+fn write_acct_bench(input: &[u8]) -> Result {
+    kacct::bench(parse_arg(
+        "acct_bench",
+        input,
+        kacct::MAX_BENCH_ROUNDS,
+        "a number of rounds",
+    )?)
 }
 
 /// The loaded module. Fields drop in order: debugfs first (waiting for
 /// handlers in flight), then the clock.
 struct NmiClock {
     _debugfs: ffi::DebugfsDir,
+    _acct: kacct::Running,
     _clock: kclock::Running,
 }
 
@@ -126,7 +174,9 @@ impl kernel::Module for NmiClock {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         let params = ffi::params();
         let cfg = kclock::Config::from_params(&params)?;
+        let acct_index = kacct::strategy_index(&params)?;
         let clock = kclock::Running::start(&cfg)?;
+        let acct = kacct::Running::start(acct_index)?;
 
         let debugfs = ffi::DebugfsDir::new(c_str!("nmiclock")).inspect_err(|e| {
             pr_err!(
@@ -137,6 +187,8 @@ impl kernel::Module for NmiClock {
         for (name, mode, ops) in [
             (c_str!("stats"), 0o400, &STATS_OPS),
             (c_str!("check"), 0o600, &CHECK_OPS),
+            (c_str!("acct"), 0o600, &ACCT_OPS),
+            (c_str!("acct_bench"), 0o600, &ACCT_BENCH_OPS),
         ] {
             debugfs.create_file(name, mode, ops).inspect_err(|e| {
                 pr_err!(
@@ -148,17 +200,19 @@ impl kernel::Module for NmiClock {
         }
 
         pr_info!(
-            "loaded: version {}, clock={} counter={} counter_bits={} tear_window_ns={}, {} CPUs online, TSC {} kHz, debugfs at /sys/kernel/debug/nmiclock\n",
+            "loaded: version {}, clock={} counter={} counter_bits={} tear_window_ns={} acct={}, {} CPUs online, TSC {} kHz, debugfs at /sys/kernel/debug/nmiclock\n",
             VERSION,
             params.clock,
             params.counter,
             params.counter_bits,
             params.tear_window_ns,
+            params.acct,
             ffi::num_online_cpus(),
             ffi::tsc_khz()
         );
         Ok(NmiClock {
             _debugfs: debugfs,
+            _acct: acct,
             _clock: clock,
         })
     }

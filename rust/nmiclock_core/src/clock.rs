@@ -58,6 +58,7 @@ macro_rules! loom_const_fn {
         $vis fn $name($($arg: $ty),*) -> $ret $body
     };
 }
+pub(crate) use loom_const_fn;
 
 /// Everything a read needs (the kernel's `struct clock_read_data`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

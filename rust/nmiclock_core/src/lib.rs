@@ -17,6 +17,7 @@
 #![no_std]
 #![warn(missing_docs, unreachable_pub, unsafe_op_in_unsafe_fn)]
 
+pub mod acct;
 pub mod clock;
 pub mod counter;
 pub mod cyc_ns;

@@ -34,7 +34,8 @@ DIR=$DEBUGFS/nmiclock
 STATS_KEYS="version state online_cpus tsc_khz tsc_mult tsc_shift stats_reads
 clock counter counter_bits tear_window_ns mult shift update_interval_ns now_ns
 clock_reads clock_retries clock_stalls epoch_updates wrap_overruns
-epoch_update_skips recalibrations"
+epoch_update_skips recalibrations acct acct_updates acct_races acct_bad_deltas
+acct_timexpd_backwards acct_integral_mismatches"
 # Bound on |nmiclock elapsed - local_clock() elapsed| in the clock check.
 MAX_DEV_NS=100000
 SPLAT_RE='WARNING:|BUG:|Oops|kernel BUG at|general protection fault|UBSAN:|KASAN:|kmemleak: [0-9]+ new suspected|Uhhuh\. NMI received|panicked at'
@@ -153,6 +154,7 @@ t_stats_parse() {
 	[ "$(stat_value "$tmp" clock)" = latch ] || { echo "default clock is not latch"; ret=1; }
 	[ "$(stat_value "$tmp" counter)" = tsc_ordered ] || { echo "default counter is not tsc_ordered"; ret=1; }
 	[ "$(stat_value "$tmp" counter_bits)" = 64 ] || { echo "default counter_bits is not 64"; ret=1; }
+	[ "$(stat_value "$tmp" acct)" = cmpxchg ] || { echo "default acct is not cmpxchg"; ret=1; }
 	cpus=$(grep -c '^processor' /proc/cpuinfo)
 	[ "$(stat_value "$tmp" online_cpus)" = "$cpus" ] ||
 		{ echo "online_cpus $(stat_value "$tmp" online_cpus) != $cpus CPUs in /proc/cpuinfo"; ret=1; }
@@ -332,7 +334,8 @@ t_sample() {
 
 t_bad_params() {
 	ret=0
-	for p in clock=bogus clock= clock=LATCH counter=rdtsc counter= counter_bits=15 \
+	for p in clock=bogus clock= clock=LATCH counter=rdtsc counter= acct=bogus acct= \
+		acct=CMPXCHG acct=irq_save counter_bits=15 \
 		counter_bits=65 counter_bits=0 counter_bits=abc counter_bits=-1 \
 		counter_bits=99999999999 "counter_bits= 32" counter_bits=0x20 \
 		tear_window_ns=1000001 tear_window_ns=x tear_window_ns=-5 tear_window_ns=; do
@@ -351,16 +354,85 @@ t_bad_params() {
 	return $ret
 }
 
+# acct_run VARIANT: a 5 s run of the acct updater, task side and hrtimer
+# side on every CPU; leaves the results in $acct_out. Fails unless both
+# sides ran on every CPU and updates were applied.
+acct_run() {
+	load acct="$1" || { echo "insmod acct=$1 failed"; return 1; }
+	acct_out=$(mktemp)
+	ret=0
+	echo 5000 >"$DIR/acct" || { echo "writing 5000 to acct failed"; ret=1; }
+	cat "$DIR/acct" >"$acct_out"
+	grep -vE '^(cpu|irq_period|min_delta|state|runs|cpus)' "$acct_out" | tr '\n' ' '; echo
+	[ "$(stat_value "$DIR/stats" acct)" = "$1" ] || { echo "stats does not say acct: $1"; ret=1; }
+	cpus=$(grep -c '^processor' /proc/cpuinfo)
+	n=$(grep -cE '^cpu[0-9]+: task_calls=[1-9][0-9]* irq_calls=[1-9][0-9]* updates=[1-9]' "$acct_out")
+	[ "$n" -eq "$cpus" ] || { echo "task side, hrtimer side and updates on $n of $cpus CPUs"; ret=1; }
+	unload
+	return $ret
+}
+
+# t_acct_clean VARIANT: no bad delta, no backward step, integrals add up.
+t_acct_clean() {
+	acct_run "$1" || { rm -f "$acct_out"; return 1; }
+	ret=0
+	for key in bad_deltas timexpd_backwards integral_mismatches; do
+		v=$(stat_value "$acct_out" $key)
+		[ "$v" = 0 ] || { echo "$key: $v"; ret=1; }
+	done
+	rm -f "$acct_out"
+	return $ret
+}
+
+t_acct_cmpxchg() { t_acct_clean cmpxchg; }
+t_acct_irqsave() { t_acct_clean irqsave; }
+
+# racy is reported for what it shows (an interrupt must land in its window).
+t_acct_racy() {
+	acct_run racy || { rm -f "$acct_out"; return 1; }
+	echo "racy: $(stat_value "$acct_out" bad_deltas) bad deltas," \
+		"$(stat_value "$acct_out" timexpd_backwards) backward steps," \
+		"$(stat_value "$acct_out" integral_mismatches) integral mismatches"
+	rm -f "$acct_out"
+}
+
+t_acct_bench() {
+	load || { echo "insmod failed"; return 1; }
+	out=$(mktemp)
+	ret=0
+	echo 3 >"$DIR/acct_bench" || { echo "writing 3 to acct_bench failed"; ret=1; }
+	cat "$DIR/acct_bench" >"$out"
+	unload
+	tr '\n' ' ' <"$out"; echo
+	[ "$(stat_value "$out" rounds)" = 3 ] || { echo "rounds is not 3"; ret=1; }
+	for mode in tick apply; do
+		for a in cmpxchg irqsave racy; do
+			v=$(stat_value "$out" ${a}_${mode}_ns)
+			case $v in [0-9]*.[0-9][0-9]) [ "${v%.*}${v#*.}" -gt 0 ] || { echo "${a}_${mode}_ns is 0"; ret=1; } ;;
+			*) echo "${a}_${mode}_ns: '$v'"; ret=1 ;; esac
+		done
+		grep -qE "^irqsave_over_cmpxchg_$mode: [0-9]+\.[0-9]{2}$" "$out" ||
+			{ echo "no irqsave_over_cmpxchg_$mode ratio"; ret=1; }
+	done
+	rm -f "$out"
+	return $ret
+}
+
 t_check_bad_input() {
 	load || { echo "insmod failed"; return 1; }
 	ret=0
-	runs=$(stat_value "$DIR/check" runs)
-	for v in 0 60001 abc -1 "" " 5" 5x 99999999999; do
-		if printf '%s\n' "$v" >"$DIR/check" 2>/dev/null; then
-			echo "check accepted '$v'"; ret=1
-		fi
+	for f in check acct acct_bench; do
+		runs=$(stat_value "$DIR/$f" runs)
+		rounds=$(stat_value "$DIR/$f" rounds)
+		for v in 0 60001 abc -1 "" " 5" 5x 99999999999; do
+			[ $f = acct_bench ] && [ "$v" = 60001 ] && v=32
+			if printf '%s\n' "$v" >"$DIR/$f" 2>/dev/null; then
+				echo "$f accepted '$v'"; ret=1
+			fi
+		done
+		[ "$(stat_value "$DIR/$f" runs)" = "$runs" ] || { echo "a refused write to $f ran"; ret=1; }
+		[ "$(stat_value "$DIR/$f" rounds)" = "$rounds" ] || { echo "a refused write to $f ran"; ret=1; }
 	done
-	[ "$(stat_value "$DIR/check" runs)" = "$runs" ] || { echo "a refused write ran a check"; ret=1; }
 	unload
 	return $ret
 }
@@ -381,7 +453,7 @@ fi
 sample=$(dirname "$module")/samples/nmiclock_sample.ko
 [ -e "$sample" ] || sample=$(dirname "$module")/nmiclock_sample.ko
 
-ktap_plan 17
+ktap_plan 21
 echo "# module: $module"
 dmesg_start=$(dmesg | wc -l)
 if is_loaded; then
@@ -404,6 +476,10 @@ run_case "tear window: the latch never goes backwards" t_tear_latch
 run_case "tear window: the check catches the unprotected clock" t_tear_unprotected
 run_case "sample consumer loads, reads and unloads" t_sample
 run_case "bad module parameters: EINVAL, a log line, nothing loaded" t_bad_params
-run_case "check refuses bad input and runs nothing" t_check_bad_input
+run_case "acct=cmpxchg: 5 s task + hrtimer updates, no bad delta, no backward step" t_acct_cmpxchg
+run_case "acct=irqsave: 5 s task + hrtimer updates, no bad delta, no backward step" t_acct_irqsave
+run_case "acct=racy: 5 s task + hrtimer updates, reported" t_acct_racy
+run_case "acct_bench times every strategy and gives irqsave/cmpxchg" t_acct_bench
+run_case "check, acct, acct_bench refuse bad input and run nothing" t_check_bad_input
 run_case "kernel log has no splats" t_kernel_log_clean
 ktap_finish
