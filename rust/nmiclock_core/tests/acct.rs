@@ -8,8 +8,7 @@
 use std::cell::Cell;
 
 use nmiclock_core::acct::{
-    term, AcctRecord, AcctStrategy, Cmpxchg, IrqSave, Outcome, Racy, SpinExclusion, Update,
-    Verdict,
+    term, AcctRecord, AcctStrategy, Cmpxchg, IrqSave, Outcome, Racy, SpinExclusion, Update, Verdict,
 };
 
 const RSS: u64 = 1000;
@@ -70,7 +69,11 @@ fn terms_wrap_instead_of_panicking() {
 
 /// The task's update at `task_time`, with an interrupt's update at
 /// `irq_time` landing right after the task read the time (inside `now`).
-fn irq_after_time_read(s: &dyn AcctStrategy, task_time: u64, irq_time: u64) -> (Outcome, Outcome, AcctRecord) {
+fn irq_after_time_read(
+    s: &dyn AcctStrategy,
+    task_time: u64,
+    irq_time: u64,
+) -> (Outcome, Outcome, AcctRecord) {
     let rec = AcctRecord::new();
     let irq = Cell::new(None);
     let task = s.update(
@@ -91,7 +94,11 @@ fn irq_after_time_read(s: &dyn AcctStrategy, task_time: u64, irq_time: u64) -> (
 
 /// The task's update at `task_time`, with an interrupt's update at
 /// `irq_time` landing between the task's read and write of acct_timexpd.
-fn irq_in_window(s: &dyn AcctStrategy, task_time: u64, irq_time: u64) -> (Outcome, Outcome, AcctRecord) {
+fn irq_in_window(
+    s: &dyn AcctStrategy,
+    task_time: u64,
+    irq_time: u64,
+) -> (Outcome, Outcome, AcctRecord) {
     let rec = AcctRecord::new();
     let irq = Cell::new(None);
     let task = s.update(
@@ -130,7 +137,14 @@ fn racy_applies_a_negative_delta_as_a_huge_one() {
     let (task, irq, rec) = irq_after_time_read(&Racy, 100, 150);
     assert!(!rec.account(&irq).any());
     let v = rec.account(&task);
-    assert_eq!(v, Verdict { bad_delta: true, backwards: true }, "{task:?}");
+    assert_eq!(
+        v,
+        Verdict {
+            bad_delta: true,
+            backwards: true
+        },
+        "{task:?}"
+    );
     match task {
         Outcome::Applied { delta, .. } => assert_eq!(delta, 100u64.wrapping_sub(150)),
         other => panic!("{other:?}"),
@@ -144,5 +158,12 @@ fn racy_applies_an_interval_twice() {
     assert!(!rec.account(&irq).any());
     // The task applies (0, 150] though the interrupt already did (0, 100].
     let v = rec.account(&task);
-    assert_eq!(v, Verdict { bad_delta: true, backwards: false }, "{task:?}");
+    assert_eq!(
+        v,
+        Verdict {
+            bad_delta: true,
+            backwards: false
+        },
+        "{task:?}"
+    );
 }

@@ -54,7 +54,10 @@ fn race(make: fn() -> Box<dyn AcctStrategy + Send>) {
         // Every nanosecond up to acct_timexpd applied exactly once (a lost
         // or skipped update leaves its interval to the next one).
         let end = rec.timexpd();
-        assert!(end == 50 || end == 100, "bad update: acct_timexpd ended at {end}");
+        assert!(
+            end == 50 || end == 100,
+            "bad update: acct_timexpd ended at {end}"
+        );
         assert_eq!(applied, end, "bad update: {applied} ns applied up to {end}");
         assert!(rec.integrals_match(), "bad update: integrals lost an add");
     });
