@@ -52,6 +52,11 @@ mod raw {
         pub(super) counter_bits: *const c_char,
         pub(super) tear_window_ns: *const c_char,
         pub(super) acct: *const c_char,
+        pub(super) nmi_source: *const c_char,
+        pub(super) period_us: *const c_char,
+        pub(super) update_us: *const c_char,
+        pub(super) duration_s: *const c_char,
+        pub(super) autostart: *const c_char,
     }
 
     extern "C" {
@@ -104,6 +109,16 @@ pub(crate) struct Params {
     pub(crate) tear_window_ns: &'static str,
     /// `acct=`
     pub(crate) acct: &'static str,
+    /// `nmi_source=`
+    pub(crate) nmi_source: &'static str,
+    /// `period_us=`
+    pub(crate) period_us: &'static str,
+    /// `update_us=`
+    pub(crate) update_us: &'static str,
+    /// `duration_s=`
+    pub(crate) duration_s: &'static str,
+    /// `autostart=`
+    pub(crate) autostart: &'static str,
 }
 
 /// Converts a parameter string; one that is not UTF-8 becomes "?", which no
@@ -127,6 +142,11 @@ pub(crate) fn params() -> Params {
         counter_bits: core::ptr::null(),
         tear_window_ns: core::ptr::null(),
         acct: core::ptr::null(),
+        nmi_source: core::ptr::null(),
+        period_us: core::ptr::null(),
+        update_us: core::ptr::null(),
+        duration_s: core::ptr::null(),
+        autostart: core::ptr::null(),
     };
     // SAFETY: `p` is a valid, writable `struct nmiclock_params`.
     unsafe { raw::nmiclock_get_params(&mut p) };
@@ -136,6 +156,11 @@ pub(crate) fn params() -> Params {
         counter_bits: param_str(p.counter_bits),
         tear_window_ns: param_str(p.tear_window_ns),
         acct: param_str(p.acct),
+        nmi_source: param_str(p.nmi_source),
+        period_us: param_str(p.period_us),
+        update_us: param_str(p.update_us),
+        duration_s: param_str(p.duration_s),
+        autostart: param_str(p.autostart),
     }
 }
 
@@ -418,4 +443,184 @@ pub(crate) fn tick_nsec() -> u64 {
 pub(crate) fn in_vm() -> bool {
     // SAFETY: No preconditions; reads boot CPU features.
     unsafe { raw::nmiclock_in_vm() }
+}
+
+// ---- the stress run's sources and workers ----------------------------------------
+
+mod raw_stress {
+    use super::{c_int, c_uint};
+
+    /// `struct perf_event`, only ever behind a pointer.
+    #[repr(C)]
+    pub(super) struct PerfEventRaw {
+        _opaque: [u8; 0],
+    }
+
+    /// `struct nmiclock_workers`, only ever behind a pointer.
+    #[repr(C)]
+    pub(super) struct WorkersRaw {
+        _opaque: [u8; 0],
+    }
+
+    extern "C" {
+        pub(super) fn nmiclock_perf_create(cpu: c_uint, hw: bool, period: u64)
+            -> *mut PerfEventRaw;
+        pub(super) fn nmiclock_perf_release(event: *mut PerfEventRaw);
+        pub(super) fn nmiclock_nmi_register() -> c_int;
+        pub(super) fn nmiclock_nmi_unregister();
+        pub(super) fn nmiclock_nmi_send(self_too: bool);
+        pub(super) fn nmiclock_workers_start(f: extern "C" fn(cpu: c_uint)) -> *mut WorkersRaw;
+        pub(super) fn nmiclock_workers_stop(w: *mut WorkersRaw);
+        pub(super) fn nmiclock_should_stop() -> bool;
+        pub(super) fn nmiclock_sleep_us(us: c_uint);
+        pub(super) fn nmiclock_work_queue();
+        pub(super) fn nmiclock_work_cancel();
+        pub(super) fn nmiclock_in_nmi() -> bool;
+        pub(super) fn nmiclock_in_hardirq() -> bool;
+        pub(super) fn nmiclock_cpu_online(cpu: c_uint) -> bool;
+    }
+}
+
+/// A kernel perf counter on one CPU whose overflows call the module's
+/// `nmiclock_rs_sample()`; released on drop.
+///
+/// # Invariants
+///
+/// `ptr` was returned by `perf_event_create_kernel_counter()` and not
+/// released.
+pub(crate) struct PerfEvent {
+    ptr: NonNull<raw_stress::PerfEventRaw>,
+}
+
+// SAFETY: A perf event may be released from any thread.
+unsafe impl Send for PerfEvent {}
+// SAFETY: `PerfEvent` offers no `&self` operations.
+unsafe impl Sync for PerfEvent {}
+
+impl PerfEvent {
+    /// A pinned counter on `cpu`: CPU cycles overflowing every `period`
+    /// cycles (`hw`: an NMI on x86; needs a PMU) or the cpu-clock software
+    /// event every `period` ns (hard-IRQ context).
+    pub(crate) fn new(cpu: u32, hw: bool, period: u64) -> Result<Self> {
+        // SAFETY: No preconditions; the glue passes a valid attr.
+        let ptr = unsafe { raw_stress::nmiclock_perf_create(cpu, hw, period) };
+        let ptr = from_err_ptr(ptr)?;
+        // INVARIANT: Not an error pointer, so a live event.
+        NonNull::new(ptr)
+            .map(|ptr| Self { ptr })
+            .ok_or(kernel::error::code::ENOMEM)
+    }
+}
+
+impl Drop for PerfEvent {
+    fn drop(&mut self) {
+        // SAFETY: The event is live (type invariant) and released once.
+        unsafe { raw_stress::nmiclock_perf_release(self.ptr.as_ptr()) };
+    }
+}
+
+/// The module's `NMI_LOCAL` handler (`nmiclock_rs_nmi()`), registered
+/// while this lives.
+pub(crate) struct NmiHandler(());
+
+impl NmiHandler {
+    /// Registers the handler.
+    pub(crate) fn register() -> Result<Self> {
+        // SAFETY: No preconditions; the glue registers a fixed handler.
+        to_result(unsafe { raw_stress::nmiclock_nmi_register() })?;
+        Ok(Self(()))
+    }
+}
+
+impl Drop for NmiHandler {
+    fn drop(&mut self) {
+        // SAFETY: Registered in `register()`; unregistered once, here. The
+        // kernel waits for handlers in flight.
+        unsafe { raw_stress::nmiclock_nmi_unregister() };
+    }
+}
+
+/// Sends an NMI IPI to every online CPU (`self_too`) or every other one.
+/// Hard-IRQ or task context; one sender at a time.
+pub(crate) fn nmi_send(self_too: bool) {
+    // SAFETY: No memory-safety preconditions; the caller is the only sender.
+    unsafe { raw_stress::nmiclock_nmi_send(self_too) };
+}
+
+/// One kthread bound to each online CPU running a function until stopped
+/// (the function polls [`should_stop`]); stopped on drop.
+///
+/// # Invariants
+///
+/// `ptr` was returned by `nmiclock_workers_start()` and not stopped.
+pub(crate) struct Workers {
+    ptr: NonNull<raw_stress::WorkersRaw>,
+}
+
+// SAFETY: Kthreads may be stopped from any thread.
+unsafe impl Send for Workers {}
+// SAFETY: `Workers` offers no `&self` operations.
+unsafe impl Sync for Workers {}
+
+impl Workers {
+    /// Starts `f(cpu)` on every online CPU.
+    pub(crate) fn start(f: extern "C" fn(cpu: c_uint)) -> Result<Self> {
+        // SAFETY: Any `extern "C" fn(c_uint)` is a valid thread function.
+        let ptr = from_err_ptr(unsafe { raw_stress::nmiclock_workers_start(f) })?;
+        // INVARIANT: Not an error pointer.
+        NonNull::new(ptr)
+            .map(|ptr| Self { ptr })
+            .ok_or(kernel::error::code::ENOMEM)
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        // SAFETY: Live (type invariant); stopped and freed once, here.
+        unsafe { raw_stress::nmiclock_workers_stop(self.ptr.as_ptr()) };
+    }
+}
+
+/// Whether this worker kthread has been asked to stop.
+pub(crate) fn should_stop() -> bool {
+    // SAFETY: Called from a worker kthread, as `kthread_should_stop()` wants.
+    unsafe { raw_stress::nmiclock_should_stop() }
+}
+
+/// Sleeps about `us` microseconds (task context).
+pub(crate) fn sleep_us(us: u32) {
+    // SAFETY: No memory-safety preconditions.
+    unsafe { raw_stress::nmiclock_sleep_us(us) };
+}
+
+/// Queues the module's work item (`nmiclock_rs_work()`); any context but NMI.
+pub(crate) fn work_queue() {
+    // SAFETY: No preconditions.
+    unsafe { raw_stress::nmiclock_work_queue() };
+}
+
+/// Cancels the work item and waits for it to finish.
+pub(crate) fn work_cancel() {
+    // SAFETY: No preconditions (task context).
+    unsafe { raw_stress::nmiclock_work_cancel() };
+}
+
+/// Whether this runs in NMI context.
+#[inline]
+pub(crate) fn in_nmi() -> bool {
+    // SAFETY: No preconditions.
+    unsafe { raw_stress::nmiclock_in_nmi() }
+}
+
+/// Whether this runs in hard-IRQ context.
+#[inline]
+pub(crate) fn in_hardirq() -> bool {
+    // SAFETY: No preconditions.
+    unsafe { raw_stress::nmiclock_in_hardirq() }
+}
+
+/// Whether CPU `cpu` is online.
+pub(crate) fn cpu_online(cpu: u32) -> bool {
+    // SAFETY: No preconditions.
+    unsafe { raw_stress::nmiclock_cpu_online(cpu) }
 }

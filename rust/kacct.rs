@@ -17,17 +17,18 @@
 //!   one run, with the `irqsave / cmpxchg` ratio.
 
 use core::fmt::{self, Write};
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use kernel::ffi::c_uint;
 use kernel::prelude::*;
 
 use crate::acct::{
-    AcctRecord, AcctStrategy, Cmpxchg, IrqExclusion, IrqSave, Outcome, Racy, Update,
+    AcctRecord, AcctStrategy, Cmpxchg, IrqExclusion, IrqSave, Outcome, Racy, Update, Verdict,
 };
 use crate::ffi;
 use crate::kclock;
 use crate::percpu::PerCpu;
+use crate::settings::{self, Key};
 
 /// `local_irq_save()` around the update.
 struct KernelIrqs;
@@ -41,7 +42,7 @@ impl IrqExclusion for KernelIrqs {
 
 static IRQSAVE: IrqSave<KernelIrqs> = IrqSave(KernelIrqs);
 
-/// Every strategy; the first is the default.
+/// Every strategy, in the order of `settings::ACCTS`.
 static STRATEGIES: [&dyn AcctStrategy; 3] = [&Cmpxchg, &IRQSAVE, &Racy];
 
 /// Period of the interrupt-side updates during a run.
@@ -56,23 +57,37 @@ pub(crate) const MAX_BENCH_ROUNDS: u32 = 31;
 /// Updates per strategy per benchmark round.
 const BENCH_LOOPS: u64 = 20_000;
 
-/// Index into [`STRATEGIES`] of the strategy in use.
-static ACTIVE: AtomicUsize = AtomicUsize::new(0);
-
-/// Validates `acct=`: a bad name is logged and gives `EINVAL`.
-pub(crate) fn strategy_index(p: &ffi::Params) -> Result<usize> {
-    kclock::known("acct", p.acct, &STRATEGIES, |s| s.name())?;
-    STRATEGIES
-        .iter()
-        .position(|s| s.name() == p.acct)
-        .ok_or(EINVAL)
-}
-
+/// The strategy the settings select (`settings::ACCTS` is in the order of
+/// [`STRATEGIES`]).
 fn strategy() -> &'static dyn AcctStrategy {
     STRATEGIES
-        .get(ACTIVE.load(Ordering::Relaxed))
+        .get(settings::get(Key::Acct) as usize)
         .copied()
         .unwrap_or(&Cmpxchg)
+}
+
+/// The context an update runs in.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ctx {
+    /// Task context.
+    Task = 0,
+    /// Hard-IRQ context.
+    Irq = 1,
+    /// NMI context.
+    Nmi = 2,
+}
+
+impl Ctx {
+    /// The context this runs in.
+    pub(crate) fn now() -> Self {
+        if ffi::in_nmi() {
+            Ctx::Nmi
+        } else if ffi::in_hardirq() {
+            Ctx::Irq
+        } else {
+            Ctx::Task
+        }
+    }
 }
 
 /// One CPU's record and counters, in their own cache lines.
@@ -82,6 +97,7 @@ struct AcctSlot {
     rec: AcctRecord,
     task_calls: AtomicU64,
     irq_calls: AtomicU64,
+    nmi_calls: AtomicU64,
     updates: AtomicU64,
     races: AtomicU64,
     skips: AtomicU64,
@@ -91,10 +107,11 @@ struct AcctSlot {
 }
 
 impl AcctSlot {
-    fn counters(&self) -> [&AtomicU64; 8] {
+    fn counters(&self) -> [&AtomicU64; 9] {
         [
             &self.task_calls,
             &self.irq_calls,
+            &self.nmi_calls,
             &self.updates,
             &self.races,
             &self.skips,
@@ -124,17 +141,16 @@ fn inputs(rec: &AcctRecord) -> (u64, u64) {
     (1_000 + (t >> 20) % 512, 4_096 + (t >> 22) % 256)
 }
 
-/// One update of this CPU's record, counted and checked. Callable from
-/// task, IRQ and NMI context. `pause_ns` widens the window between the
-/// update's read and write of `acct_timexpd`.
-fn update_here(from_irq: bool, pause_ns: u32) {
-    let Some(slot) = SLOTS.this_cpu() else {
-        return;
-    };
-    inc(if from_irq {
-        &slot.irq_calls
-    } else {
-        &slot.task_calls
+/// One update of this CPU's record from context `ctx`, counted and
+/// checked. Callable from task, IRQ and NMI context. `pause_ns` widens the
+/// window between the update's read and write of `acct_timexpd`. Returns
+/// the outcome and what was wrong with it, if anything.
+pub(crate) fn update_here(ctx: Ctx, pause_ns: u32) -> Option<(Outcome, Verdict)> {
+    let slot = SLOTS.this_cpu()?;
+    inc(match ctx {
+        Ctx::Task => &slot.task_calls,
+        Ctx::Irq => &slot.irq_calls,
+        Ctx::Nmi => &slot.nmi_calls,
     });
     let (rss, vm) = inputs(&slot.rec);
     let o = strategy().update(
@@ -163,6 +179,52 @@ fn update_here(from_irq: bool, pause_ns: u32) {
     if v.backwards {
         inc(&slot.backwards);
     }
+    Some((o, v))
+}
+
+/// Restarts every record at the current time and zeroes the counters. Not
+/// while updates run.
+pub(crate) fn reset() {
+    let start = kclock::read().ns;
+    for (_, s) in SLOTS.iter() {
+        s.rec.reset(start);
+        for c in s.counters() {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Compares every record's integrals with its shadow sums, once all
+/// updates have finished, and counts the records that disagree.
+pub(crate) fn check_integrals() {
+    for (_, s) in SLOTS.iter() {
+        if !s.rec.integrals_match() {
+            inc(&s.mismatches);
+        }
+    }
+}
+
+/// Totals of `(updates, races, bad_deltas, timexpd_backwards,
+/// integral_mismatches)`.
+pub(crate) fn totals() -> (u64, u64, u64, u64, u64) {
+    (
+        total(|s| &s.updates),
+        total(|s| &s.races),
+        total(|s| &s.bad_deltas),
+        total(|s| &s.backwards),
+        total(|s| &s.mismatches),
+    )
+}
+
+/// Per-CPU `(updates, bad_deltas, timexpd_backwards)`, for `percpu`.
+pub(crate) fn cpu_counts(cpu: u32) -> (u64, u64, u64) {
+    SLOTS.get(cpu).map_or((0, 0, 0), |s| {
+        (
+            s.updates.load(Ordering::Relaxed),
+            s.bad_deltas.load(Ordering::Relaxed),
+            s.backwards.load(Ordering::Relaxed),
+        )
+    })
 }
 
 /// The interrupt side: a pinned hrtimer on each CPU, in hard-IRQ context.
@@ -170,7 +232,7 @@ extern "C" fn acct_irq_tick() -> u64 {
     if !RUNNING.load(Ordering::Relaxed) {
         return 0;
     }
-    update_here(true, 0);
+    update_here(Ctx::Irq, 0);
     IRQ_PERIOD_NS
 }
 
@@ -186,7 +248,7 @@ extern "C" fn acct_worker(_cpu: c_uint) {
     let end = ffi::local_clock().wrapping_add(duration);
     let mut n: u64 = 0;
     while (ffi::local_clock().wrapping_sub(end) as i64) < 0 {
-        update_here(false, kclock::tear_window_ns());
+        update_here(Ctx::Task, settings::get(Key::TearWindowNs));
         n = n.wrapping_add(1);
         if n % 64 == 0 {
             ffi::cond_resched();
@@ -199,10 +261,9 @@ extern "C" fn acct_worker(_cpu: c_uint) {
 pub(crate) struct Running;
 
 impl Running {
-    /// Installs the records and selects strategy `index`.
-    pub(crate) fn start(index: usize) -> Result<Self> {
+    /// Installs the records.
+    pub(crate) fn start() -> Result<Self> {
         SLOTS.install(AcctSlot::default)?;
-        ACTIVE.store(index, Ordering::Relaxed);
         Ok(Self)
     }
 }
@@ -216,30 +277,31 @@ impl Drop for Running {
     }
 }
 
+/// Claims the records for a stress run (as `run` and `bench` do); false if
+/// a run, benchmark or stress run has them.
+pub(crate) fn try_claim() -> bool {
+    !BUSY.swap(true, Ordering::Acquire)
+}
+
+/// Gives back what [`try_claim`] took.
+pub(crate) fn release() {
+    BUSY.store(false, Ordering::Release);
+}
+
 /// Runs task and interrupt side on every online CPU for `ms` ms, blocking.
 pub(crate) fn run(ms: u32) -> Result {
     if BUSY.swap(true, Ordering::Acquire) {
         pr_err!("acct: a run or benchmark is already in progress\n");
         return Err(EBUSY);
     }
-    let start = kclock::read().ns;
-    for (_, s) in SLOTS.iter() {
-        s.rec.reset(start);
-        for c in s.counters() {
-            c.store(0, Ordering::Relaxed);
-        }
-    }
+    reset();
     RUN_NS.store(u64::from(ms) * 1_000_000, Ordering::Relaxed);
     RUN_CPUS.store(ffi::num_online_cpus(), Ordering::Relaxed);
     RUNNING.store(true, Ordering::Relaxed);
     let ret = ffi::run_on_each_cpu(acct_worker);
     RUNNING.store(false, Ordering::Relaxed);
     // Every update has finished: the integrals must match their shadows.
-    for (_, s) in SLOTS.iter() {
-        if !s.rec.integrals_match() {
-            inc(&s.mismatches);
-        }
-    }
+    check_integrals();
     RUNS.fetch_add(1, Ordering::Relaxed);
     BUSY.store(false, Ordering::Release);
     ret
@@ -277,6 +339,7 @@ pub(crate) fn show_run(w: &mut impl Write) -> fmt::Result {
     writeln!(w, "min_delta_ns: {}", ffi::tick_nsec())?;
     writeln!(w, "task_calls: {}", total(|s| &s.task_calls))?;
     writeln!(w, "irq_calls: {}", total(|s| &s.irq_calls))?;
+    writeln!(w, "nmi_calls: {}", total(|s| &s.nmi_calls))?;
     writeln!(w, "updates: {}", total(|s| &s.updates))?;
     writeln!(w, "skips: {}", total(|s| &s.skips))?;
     writeln!(w, "races: {}", total(|s| &s.races))?;

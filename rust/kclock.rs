@@ -3,11 +3,13 @@
 //! The module's clock, around the kernel-independent [`crate::clock`]:
 //!
 //! - one static instance of each protection over each counter ([`CLOCKS`],
-//!   looked up by name like locktorture's ops tables), of which the module
-//!   parameters select one at load;
+//!   looked up by name like locktorture's ops tables), of which the
+//!   settings select one (at load, or by a `config` write while idle);
 //! - its epoch updater, a hard-IRQ hrtimer firing every
 //!   [`ClockData::update_interval_ns`] (the kernel's `wrap_kt`), with the
-//!   `tear_window_ns` fault injection between the writer's stores;
+//!   `tear_window_ns` fault injection between the writer's stores (the
+//!   stress run's workers update the epoch too, through
+//!   [`update_epoch_counted`]);
 //! - `nmiclock_sched_clock()`, exported GPL for other modules;
 //! - per-CPU counters of reads, retries, stalls;
 //! - the task-context check: a kthread per CPU reading the clock next to
@@ -15,7 +17,8 @@
 //!   disagreement.
 
 use core::fmt::{self, Write};
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::ptr;
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use kernel::ffi::c_uint;
 use kernel::prelude::*;
@@ -23,11 +26,11 @@ use kernel::prelude::*;
 use crate::clock::{
     Clock, ClockData, ClockSource, EpochUpdate, Latch, Reading, Seqcount, Unprotected,
 };
-use crate::counter::{mask_for_bits, Tsc, TscOrdered, MAX_COUNTER_BITS, MIN_COUNTER_BITS};
+use crate::counter::{mask_for_bits, Tsc, TscOrdered};
 use crate::cyc_ns::{calc_mult_shift, NSEC_PER_MSEC};
 use crate::ffi;
-use crate::parse::parse_u32;
 use crate::percpu::PerCpu;
+use crate::settings::{self, Key};
 
 static LATCH_TSC_ORDERED: Clock<Latch, TscOrdered> =
     Clock::new(Latch::new(), TscOrdered, ffi::mono_fast_ns);
@@ -50,10 +53,6 @@ static CLOCKS: [&dyn ClockSource; 6] = [
     &UNPROTECTED_TSC,
 ];
 
-/// Largest `tear_window_ns`: the writer pauses this long, twice per update,
-/// in hard-IRQ context.
-pub(crate) const MAX_TEAR_WINDOW_NS: u32 = 1_000_000;
-
 /// Shortest epoch update period, whatever the counter width asks for.
 const MIN_INTERVAL_NS: u64 = 5_000;
 
@@ -67,113 +66,19 @@ const CONVERSION_RANGE_MS: u32 = 3_600_000;
 /// Longest clock check, in ms.
 pub(crate) const MAX_CHECK_MS: u32 = 60_000;
 
-/// The distinct names that `name` gives the items of a table,
-/// comma-separated: the valid values of a parameter, for error messages.
-pub(crate) struct ValidNames<T: 'static> {
-    pub(crate) items: &'static [T],
-    pub(crate) name: fn(&T) -> &'static str,
-}
-
-impl<T> fmt::Display for ValidNames<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut first = true;
-        for (i, item) in self.items.iter().enumerate() {
-            let name = (self.name)(item);
-            if self
-                .items
-                .iter()
-                .take(i)
-                .any(|prev| (self.name)(prev) == name)
-            {
-                continue;
-            }
-            if !first {
-                f.write_str(", ")?;
-            }
-            f.write_str(name)?;
-            first = false;
-        }
-        Ok(())
-    }
-}
-
-/// Checks that `value` of parameter `param` is the name of one of `items`;
-/// if not, logs the valid names and gives `EINVAL`.
-pub(crate) fn known<T>(
-    param: &str,
-    value: &str,
-    items: &'static [T],
-    name: fn(&T) -> &'static str,
-) -> Result {
-    if items.iter().any(|item| name(item) == value) {
-        return Ok(());
-    }
-    pr_err!(
-        "{}={}: unknown {}; valid: {}\n",
-        param,
-        value,
-        param,
-        ValidNames { items, name }
-    );
-    Err(EINVAL)
-}
-
-/// Validated clock configuration.
-pub(crate) struct Config {
-    index: usize,
-    counter_bits: u32,
-    mask: u64,
-    tear_window_ns: u32,
-}
-
-impl Config {
-    /// Checks the module parameters; a bad one is logged in one line and
-    /// gives `EINVAL`.
-    pub(crate) fn from_params(p: &ffi::Params) -> Result<Self> {
-        known("clock", p.clock, &CLOCKS, |c| c.protection())?;
-        known("counter", p.counter, &CLOCKS, |c| c.counter())?;
-        let bits = parse_u32(p.counter_bits.as_bytes());
-        let Some((counter_bits, mask)) = bits.and_then(|b| Some((b, mask_for_bits(b)?))) else {
-            pr_err!(
-                "counter_bits={}: must be a number, {}..{}\n",
-                p.counter_bits,
-                MIN_COUNTER_BITS,
-                MAX_COUNTER_BITS
-            );
-            return Err(EINVAL);
-        };
-        let Some(tear_window_ns) =
-            parse_u32(p.tear_window_ns.as_bytes()).filter(|&ns| ns <= MAX_TEAR_WINDOW_NS)
-        else {
-            pr_err!(
-                "tear_window_ns={}: must be a number, 0..{}\n",
-                p.tear_window_ns,
-                MAX_TEAR_WINDOW_NS
-            );
-            return Err(EINVAL);
-        };
-        let index = CLOCKS
-            .iter()
-            .position(|c| c.protection() == p.clock && c.counter() == p.counter)
-            .ok_or(EINVAL)?;
-        Ok(Self {
-            index,
-            counter_bits,
-            mask,
-            tear_window_ns,
-        })
-    }
+/// The index into [`CLOCKS`] the settings select.
+fn selected() -> Option<usize> {
+    let p = settings::CLOCKS.get(settings::get(Key::Clock) as usize)?;
+    let c = settings::COUNTERS.get(settings::get(Key::Counter) as usize)?;
+    CLOCKS
+        .iter()
+        .position(|x| x.protection() == *p && x.counter() == *c)
 }
 
 /// Index into [`CLOCKS`] of the running clock; out of range when none.
 static ACTIVE: AtomicUsize = AtomicUsize::new(usize::MAX);
+/// `counter_bits` of the running clock.
 static COUNTER_BITS: AtomicU32 = AtomicU32::new(0);
-static TEAR_WINDOW_NS: AtomicU32 = AtomicU32::new(0);
-
-/// The `tear_window_ns` in force (also used by the acct updater).
-pub(crate) fn tear_window_ns() -> u32 {
-    TEAR_WINDOW_NS.load(Ordering::Relaxed)
-}
 static INTERVAL_NS: AtomicU64 = AtomicU64::new(0);
 /// `tsc_khz` the running conversion was computed from.
 static TSC_KHZ: AtomicU32 = AtomicU32::new(0);
@@ -239,36 +144,21 @@ fn conversion(khz: u32) -> Option<crate::cyc_ns::MultShift> {
     calc_mult_shift(khz, NSEC_PER_MSEC, CONVERSION_RANGE_MS)
 }
 
-/// The epoch updater: the hrtimer callback, in hard-IRQ context.
-///
-/// When the kernel has recalibrated the TSC since the last update, the
-/// clock restarts on the new conversion from its current time (as the
-/// kernel re-registers `sched_clock`), so it keeps agreeing with
-/// `local_clock()`; otherwise it moves the epoch.
-extern "C" fn epoch_timer() -> u64 {
+/// Moves the running clock's epoch once, pausing `tear_window_ns` between
+/// the writer's stores, and counts the outcome on this CPU. Any context but
+/// NMI (the writer is what NMIs must be able to interrupt).
+pub(crate) fn update_epoch_counted() {
     let Some(clock) = active() else {
-        return 0;
+        return;
     };
-    let stats = STATS.this_cpu();
-    let khz = ffi::tsc_khz();
-    if khz != TSC_KHZ.load(Ordering::Relaxed) {
-        if let Some(ms) = conversion(khz) {
-            if clock.recalibrate(ms.mult, ms.shift) {
-                TSC_KHZ.store(khz, Ordering::Relaxed);
-                if let Some(s) = stats {
-                    inc(&s.recalibrations, 1);
-                }
-            }
-        }
-    }
-    let window = TEAR_WINDOW_NS.load(Ordering::Relaxed);
+    let window = settings::get(Key::TearWindowNs);
     let mut pause = || {
         if window != 0 {
             ffi::ndelay(window);
         }
     };
     let outcome = clock.update_epoch(&mut pause);
-    if let Some(s) = stats {
+    if let Some(s) = STATS.this_cpu() {
         match outcome {
             EpochUpdate::Updated { overrun } => {
                 inc(&s.epoch_updates, 1);
@@ -279,63 +169,168 @@ extern "C" fn epoch_timer() -> u64 {
             EpochUpdate::Busy | EpochUpdate::CounterBehind => inc(&s.update_skips, 1),
         }
     }
+}
+
+/// The epoch updater: the hrtimer callback, in hard-IRQ context.
+///
+/// When the kernel has recalibrated the TSC since the last update, the
+/// clock switches to the new conversion without a step in time (as the
+/// kernel re-registers `sched_clock`), so it keeps agreeing with
+/// `local_clock()`; then it moves the epoch.
+extern "C" fn epoch_timer() -> u64 {
+    let Some(clock) = active() else {
+        return 0;
+    };
+    let khz = ffi::tsc_khz();
+    if khz != TSC_KHZ.load(Ordering::Relaxed) {
+        if let Some(ms) = conversion(khz) {
+            if clock.recalibrate(ms.mult, ms.shift) {
+                TSC_KHZ.store(khz, Ordering::Relaxed);
+                if let Some(s) = STATS.this_cpu() {
+                    inc(&s.recalibrations, 1);
+                }
+            }
+        }
+    }
+    update_epoch_counted();
     INTERVAL_NS.load(Ordering::Relaxed)
 }
 
-/// The running clock: its epoch timer and counters. Dropping it stops both.
-pub(crate) struct Running {
-    timer: ffi::HrTimer,
+/// Starts the clock the settings select, continuing from `start_ns`, and
+/// makes it the running one. Returns its epoch update interval.
+fn switch_to_selected(start_ns: u64) -> Result<u64> {
+    let index = selected().ok_or(EINVAL)?;
+    let clock = CLOCKS.get(index).copied().ok_or(EINVAL)?;
+    let bits = settings::get(Key::CounterBits);
+    let mask = mask_for_bits(bits).ok_or(EINVAL)?;
+    let khz = ffi::tsc_khz();
+    let Some(ms) = conversion(khz) else {
+        pr_err!("no TSC frequency (tsc_khz is 0): nmiclock needs a calibrated TSC\n");
+        return Err(ENODEV);
+    };
+    // A reader may wait for the writer's two pauses and some slack.
+    let window = u64::from(settings::get(Key::TearWindowNs));
+    clock.set_wait_budget_ns(50_000 + 2 * window);
+    if !clock.start(start_ns, ms.mult, ms.shift, mask) {
+        return Err(EBUSY);
+    }
+    let interval = clock
+        .data()
+        .update_interval_ns()
+        .clamp(MIN_INTERVAL_NS, MAX_INTERVAL_NS);
+    TSC_KHZ.store(khz, Ordering::Relaxed);
+    COUNTER_BITS.store(bits, Ordering::Relaxed);
+    INTERVAL_NS.store(interval, Ordering::Relaxed);
+    ACTIVE.store(index, Ordering::Release);
+    Ok(interval)
 }
 
+/// The epoch timer, owned by [`Running`] (a `KBox` turned raw), reachable
+/// from `config` writes through [`reconfigure`].
+static TIMER: AtomicPtr<ffi::HrTimer> = AtomicPtr::new(ptr::null_mut());
+
+/// The running clock: its epoch timer and counters. Dropping it stops both.
+pub(crate) struct Running(());
+
 impl Running {
-    /// Starts the clock `cfg` selects, at the current `local_clock()`.
-    pub(crate) fn start(cfg: &Config) -> Result<Self> {
-        let clock = CLOCKS.get(cfg.index).copied().ok_or(EINVAL)?;
-        let khz = ffi::tsc_khz();
-        let Some(ms) = conversion(khz) else {
-            pr_err!("no TSC frequency (tsc_khz is 0): nmiclock needs a calibrated TSC\n");
-            return Err(ENODEV);
-        };
+    /// Starts the clock the settings select, at the current `local_clock()`.
+    pub(crate) fn start() -> Result<Self> {
         STATS.install(CpuStats::default)?;
-        let timer = match ffi::HrTimer::new(epoch_timer) {
-            Ok(timer) => timer,
-            Err(e) => {
-                // SAFETY: Nothing reads the stats yet: no clock is active.
-                unsafe { STATS.uninstall() };
-                return Err(e);
+        let started = ffi::HrTimer::new(epoch_timer)
+            .and_then(|timer| Ok(KBox::new(timer, GFP_KERNEL)?))
+            .and_then(|timer| Ok((switch_to_selected(ffi::local_clock())?, timer)));
+        match started {
+            Ok((interval, timer)) => {
+                timer.start(interval);
+                TIMER.store(KBox::into_raw(timer), Ordering::Release);
+                Ok(Self(()))
             }
-        };
-        // A reader may wait for the writer's two pauses and some slack.
-        clock.set_wait_budget_ns(50_000 + 2 * u64::from(cfg.tear_window_ns));
-        if !clock.start(ffi::local_clock(), ms.mult, ms.shift, cfg.mask) {
-            // SAFETY: As above.
-            unsafe { STATS.uninstall() };
-            return Err(EBUSY);
+            Err(e) => {
+                ACTIVE.store(usize::MAX, Ordering::Release);
+                // SAFETY: No clock is active and nothing else reads the
+                // stats yet.
+                unsafe { STATS.uninstall() };
+                Err(e)
+            }
         }
-        let interval = clock
-            .data()
-            .update_interval_ns()
-            .clamp(MIN_INTERVAL_NS, MAX_INTERVAL_NS);
-        TSC_KHZ.store(khz, Ordering::Relaxed);
-        COUNTER_BITS.store(cfg.counter_bits, Ordering::Relaxed);
-        TEAR_WINDOW_NS.store(cfg.tear_window_ns, Ordering::Relaxed);
-        INTERVAL_NS.store(interval, Ordering::Relaxed);
-        ACTIVE.store(cfg.index, Ordering::Release);
-        timer.start(interval);
-        Ok(Self { timer })
     }
+}
+
+/// Switches to the clock the settings now select (after a `config` write),
+/// continuing from the current time. Not during a stress run.
+pub(crate) fn reconfigure() -> Result {
+    let now = read().ns;
+    let interval = switch_to_selected(now)?;
+    let timer = TIMER.load(Ordering::Acquire);
+    if !timer.is_null() {
+        // SAFETY: `TIMER` holds a live `KBox<HrTimer>` from `Running::start`
+        // until `Running` is dropped, which happens after the debugfs files
+        // (whose write handlers call this) are removed.
+        unsafe { &*timer }.start(interval);
+    }
+    Ok(())
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        self.timer.cancel();
+        let timer = TIMER.swap(ptr::null_mut(), Ordering::AcqRel);
+        if !timer.is_null() {
+            // SAFETY: `timer` came from `KBox::into_raw` in `start()` and is
+            // taken back once, here; dropping it cancels it.
+            drop(unsafe { KBox::from_raw(timer) });
+        }
         ACTIVE.store(usize::MAX, Ordering::Release);
         // SAFETY: The timer is stopped and the debugfs files (whose handlers
-        // run checks and read stats) are removed before this is dropped; no
-        // other module can call `nmiclock_sched_clock()` while we unload
-        // (it would hold a reference on us). So no slot reference is alive.
+        // run checks and read stats) and the stress run are gone before this
+        // is dropped; no other module can call `nmiclock_sched_clock()`
+        // while we unload (it would hold a reference on us). So no slot
+        // reference is alive.
         unsafe { STATS.uninstall() };
     }
+}
+
+/// Zeroes the read and update counters (at the start of a stress run).
+pub(crate) fn reset_stats() {
+    for (_, s) in STATS.iter() {
+        for c in [
+            &s.reads,
+            &s.retries,
+            &s.stalls,
+            &s.epoch_updates,
+            &s.wrap_overruns,
+            &s.update_skips,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Per-CPU `(reads, stalls, epoch_updates)`, for the `percpu` file.
+pub(crate) fn cpu_counts(cpu: u32) -> (u64, u64, u64) {
+    STATS.get(cpu).map_or((0, 0, 0), |s| {
+        (
+            s.reads.load(Ordering::Relaxed),
+            s.stalls.load(Ordering::Relaxed),
+            s.epoch_updates.load(Ordering::Relaxed),
+        )
+    })
+}
+
+/// Totals of `(clock_stalls, epoch_updates, wrap_overruns)`.
+pub(crate) fn totals() -> (u64, u64, u64) {
+    (
+        sum(|s| &s.stalls),
+        sum(|s| &s.epoch_updates),
+        sum(|s| &s.wrap_overruns),
+    )
+}
+
+/// The running clock's `(mult, shift)`, to convert TSC deltas.
+pub(crate) fn conversion_in_use() -> (u32, u32) {
+    active().map_or((0, 0), |c| {
+        let d = c.data();
+        (d.mult, d.shift)
+    })
 }
 
 fn sum(f: impl Fn(&CpuStats) -> &AtomicU64) -> u64 {
@@ -360,11 +355,7 @@ pub(crate) fn show_stats(w: &mut impl Write) -> fmt::Result {
     writeln!(w, "clock: {prot}")?;
     writeln!(w, "counter: {ctr}")?;
     writeln!(w, "counter_bits: {}", COUNTER_BITS.load(Ordering::Relaxed))?;
-    writeln!(
-        w,
-        "tear_window_ns: {}",
-        TEAR_WINDOW_NS.load(Ordering::Relaxed)
-    )?;
+    writeln!(w, "tear_window_ns: {}", settings::get(Key::TearWindowNs))?;
     writeln!(w, "mult: {}", d.mult)?;
     writeln!(w, "shift: {}", d.shift)?;
     writeln!(

@@ -15,12 +15,16 @@
 #include <linux/hrtimer.h>
 #include <linux/kthread.h>
 #include <linux/module.h>
+#include <linux/perf_event.h>
+#include <linux/workqueue.h>
 #include <linux/sched/clock.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/timekeeping.h>
 #include <linux/uaccess.h>
+#include <asm/apic.h>
 #include <asm/cpufeature.h>
+#include <asm/nmi.h>
 #include <asm/tsc.h>
 
 #include "nmiclock_glue.h"
@@ -38,6 +42,26 @@ MODULE_PARM_DESC(counter, "counter source: tsc_ordered or tsc");
 static char *acct = "cmpxchg";
 module_param(acct, charp, 0444);
 MODULE_PARM_DESC(acct, "acct integrals update: cmpxchg, irqsave or racy");
+
+static char *nmi_source = "auto";
+module_param(nmi_source, charp, 0444);
+MODULE_PARM_DESC(nmi_source, "stress interrupt source: auto, perf_hw, perf_sw or ipi");
+
+static char *period_us = "100";
+module_param(period_us, charp, 0444);
+MODULE_PARM_DESC(period_us, "stress sample period per CPU, 10..1000000 us");
+
+static char *update_us = "0";
+module_param(update_us, charp, 0444);
+MODULE_PARM_DESC(update_us, "pause of the per-CPU epoch updaters, 0..1000000 us (0: back to back)");
+
+static char *duration_s = "10";
+module_param(duration_s, charp, 0444);
+MODULE_PARM_DESC(duration_s, "stress run length, 1..86400 s");
+
+static char *autostart = "0";
+module_param(autostart, charp, 0444);
+MODULE_PARM_DESC(autostart, "start a stress run at load: 0 or 1");
 
 /*
  * Numbers are taken as strings too, so that Rust parses every parameter the
@@ -58,6 +82,11 @@ void nmiclock_get_params(struct nmiclock_params *p)
 	p->counter_bits = counter_bits;
 	p->tear_window_ns = tear_window_ns;
 	p->acct = acct;
+	p->nmi_source = nmi_source;
+	p->period_us = period_us;
+	p->update_us = update_us;
+	p->duration_s = duration_s;
+	p->autostart = autostart;
 }
 
 /* ---- the exported clock ------------------------------------------------- */
@@ -261,6 +290,160 @@ int nmiclock_run_on_each_cpu(void (*fn)(unsigned int cpu))
 	return ret;
 }
 
+/* ---- perf events ---------------------------------------------------------- */
+
+static void nmiclock_perf_overflow(struct perf_event *event,
+				   struct perf_sample_data *data,
+				   struct pt_regs *regs)
+{
+	nmiclock_rs_sample();
+}
+
+/*
+ * A pinned kernel counter on @cpu overflowing every @period: CPU cycles
+ * (@hw; its overflow is an NMI on x86) or the cpu-clock software event (in
+ * ns; hard-IRQ context).  Returns an ERR_PTR when it cannot be created,
+ * e.g. -ENOENT for cycles without a PMU.
+ */
+struct perf_event *nmiclock_perf_create(unsigned int cpu, bool hw, u64 period)
+{
+	struct perf_event_attr attr = {
+		.type = hw ? PERF_TYPE_HARDWARE : PERF_TYPE_SOFTWARE,
+		.config = hw ? PERF_COUNT_HW_CPU_CYCLES : PERF_COUNT_SW_CPU_CLOCK,
+		.size = sizeof(attr),
+		.sample_period = period,
+		.pinned = 1,
+	};
+
+	return perf_event_create_kernel_counter(&attr, cpu, NULL,
+						nmiclock_perf_overflow, NULL);
+}
+
+void nmiclock_perf_release(struct perf_event *event)
+{
+	perf_event_release_kernel(event);
+}
+
+/* ---- NMIs ------------------------------------------------------------------ */
+
+static int nmiclock_nmi_handler(unsigned int type, struct pt_regs *regs)
+{
+	return nmiclock_rs_nmi() ? NMI_HANDLED : NMI_DONE;
+}
+
+int nmiclock_nmi_register(void)
+{
+	return register_nmi_handler(NMI_LOCAL, nmiclock_nmi_handler, 0, "nmiclock");
+}
+
+void nmiclock_nmi_unregister(void)
+{
+	unregister_nmi_handler(NMI_LOCAL, "nmiclock");
+}
+
+/* Only the stress run's one hrtimer sends, so one mask serves. */
+static struct cpumask nmiclock_nmi_mask;
+
+/* Sends an NMI IPI to every online CPU, or every one but this one. */
+void nmiclock_nmi_send(bool self)
+{
+	cpumask_copy(&nmiclock_nmi_mask, cpu_online_mask);
+	if (!self)
+		cpumask_clear_cpu(smp_processor_id(), &nmiclock_nmi_mask);
+	if (!cpumask_empty(&nmiclock_nmi_mask))
+		__apic_send_IPI_mask(&nmiclock_nmi_mask, NMI_VECTOR);
+}
+
+/* ---- the stress run's workers and its stop -------------------------------- */
+
+/* One kthread per online CPU, bound to it, running @fn until stopped. */
+struct nmiclock_workers {
+	unsigned int n;
+	struct task_struct *task[];
+};
+
+static int nmiclock_worker_thread(void *arg)
+{
+	void (*fn)(unsigned int cpu) = arg;
+
+	fn(smp_processor_id());
+	/* kthread_stop() needs the thread alive: wait for it. */
+	set_current_state(TASK_INTERRUPTIBLE);
+	while (!kthread_should_stop()) {
+		schedule();
+		set_current_state(TASK_INTERRUPTIBLE);
+	}
+	__set_current_state(TASK_RUNNING);
+	return 0;
+}
+
+struct nmiclock_workers *nmiclock_workers_start(void (*fn)(unsigned int cpu))
+{
+	struct nmiclock_workers *w;
+	unsigned int cpu;
+
+	w = kzalloc(struct_size(w, task, nr_cpu_ids), GFP_KERNEL);
+	if (!w)
+		return ERR_PTR(-ENOMEM);
+	cpus_read_lock();
+	for_each_online_cpu(cpu) {
+		struct task_struct *t;
+
+		t = kthread_create_on_cpu(nmiclock_worker_thread, fn, cpu,
+					  "nmiclock_w/%u");
+		if (IS_ERR(t)) {
+			cpus_read_unlock();
+			nmiclock_workers_stop(w);
+			return ERR_CAST(t);
+		}
+		w->task[cpu] = t;
+		w->n++;
+	}
+	for_each_possible_cpu(cpu)
+		if (w->task[cpu])
+			wake_up_process(w->task[cpu]);
+	cpus_read_unlock();
+	return w;
+}
+
+void nmiclock_workers_stop(struct nmiclock_workers *w)
+{
+	unsigned int cpu;
+
+	for_each_possible_cpu(cpu)
+		if (w->task[cpu])
+			kthread_stop(w->task[cpu]);
+	kfree(w);
+}
+
+bool nmiclock_should_stop(void)
+{
+	return kthread_should_stop();
+}
+
+void nmiclock_sleep_us(unsigned int us)
+{
+	usleep_range(us, us + us / 8 + 1);
+}
+
+static void nmiclock_work_fn(struct work_struct *work)
+{
+	nmiclock_rs_work();
+}
+
+static DECLARE_WORK(nmiclock_work, nmiclock_work_fn);
+
+/* Runs nmiclock_rs_work() soon in process context (from any context but NMI). */
+void nmiclock_work_queue(void)
+{
+	schedule_work(&nmiclock_work);
+}
+
+void nmiclock_work_cancel(void)
+{
+	cancel_work_sync(&nmiclock_work);
+}
+
 /* ---- small wrappers ------------------------------------------------------- */
 
 unsigned int nmiclock_num_online_cpus(void)
@@ -324,4 +507,19 @@ u64 nmiclock_tick_nsec(void)
 bool nmiclock_in_vm(void)
 {
 	return boot_cpu_has(X86_FEATURE_HYPERVISOR);
+}
+
+bool nmiclock_in_nmi(void)
+{
+	return in_nmi();
+}
+
+bool nmiclock_in_hardirq(void)
+{
+	return in_hardirq();
+}
+
+bool nmiclock_cpu_online(unsigned int cpu)
+{
+	return cpu_online(cpu);
 }

@@ -7,7 +7,9 @@
  * Why each group exists:
  *  - module parameters: the 6.12 module! macro takes no params.
  *  - debugfs and seq_file: no Rust abstraction in 6.12.
- *  - hrtimer and per-CPU kthreads: no Rust abstraction in 6.12.
+ *  - hrtimer, per-CPU kthreads, workqueue: no Rust abstraction in 6.12.
+ *  - perf kernel counters, NMI handlers and NMI IPIs: none either, and the
+ *    IPI goes through an arch static call.
  *  - cpumask, tsc_khz, local_clock(), irq flags, ndelay(), TICK_NSEC, CPU
  *    features: macros, inline functions and arch data bindgen does not see.
  *  - EXPORT_SYMBOL_GPL(nmiclock_sched_clock): exports need the C macro.
@@ -21,8 +23,10 @@
 #include <linux/types.h>
 
 struct dentry;
+struct perf_event;
 struct seq_file;
 struct nmiclock_timer;
+struct nmiclock_workers;
 
 /* Module parameters as given at load, all strings, for Rust to validate. */
 struct nmiclock_params {
@@ -31,6 +35,11 @@ struct nmiclock_params {
 	const char *counter_bits;
 	const char *tear_window_ns;
 	const char *acct;
+	const char *nmi_source;
+	const char *period_us;
+	const char *update_us;
+	const char *duration_s;
+	const char *autostart;
 };
 
 void nmiclock_get_params(struct nmiclock_params *p);
@@ -39,6 +48,9 @@ void nmiclock_get_params(struct nmiclock_params *p);
 int nmiclock_rs_show(struct seq_file *m, const void *priv);
 int nmiclock_rs_write(const void *priv, const char *buf, size_t len);
 u64 nmiclock_sched_clock(void);
+void nmiclock_rs_sample(void);
+int nmiclock_rs_nmi(void);
+void nmiclock_rs_work(void);
 
 struct dentry *nmiclock_debugfs_create_dir(const char *name);
 struct dentry *nmiclock_debugfs_create_file(const char *name, umode_t mode,
@@ -54,6 +66,20 @@ void nmiclock_timer_free(struct nmiclock_timer *t);
 
 int nmiclock_run_on_each_cpu(void (*fn)(unsigned int cpu));
 
+struct perf_event *nmiclock_perf_create(unsigned int cpu, bool hw, u64 period);
+void nmiclock_perf_release(struct perf_event *event);
+
+int nmiclock_nmi_register(void);
+void nmiclock_nmi_unregister(void);
+void nmiclock_nmi_send(bool self);
+
+struct nmiclock_workers *nmiclock_workers_start(void (*fn)(unsigned int cpu));
+void nmiclock_workers_stop(struct nmiclock_workers *w);
+bool nmiclock_should_stop(void);
+void nmiclock_sleep_us(unsigned int us);
+void nmiclock_work_queue(void);
+void nmiclock_work_cancel(void);
+
 unsigned int nmiclock_num_online_cpus(void);
 unsigned int nmiclock_nr_cpu_ids(void);
 unsigned int nmiclock_cpu(void);
@@ -66,5 +92,8 @@ void nmiclock_ndelay(unsigned int ns);
 void nmiclock_cond_resched(void);
 u64 nmiclock_tick_nsec(void);
 bool nmiclock_in_vm(void);
+bool nmiclock_in_nmi(void);
+bool nmiclock_in_hardirq(void);
+bool nmiclock_cpu_online(unsigned int cpu);
 
 #endif /* NMICLOCK_GLUE_H */

@@ -51,6 +51,8 @@ mod ffi;
 mod kacct;
 mod kclock;
 mod percpu;
+mod settings;
+mod torture;
 
 /// Atomics and the spin hint for the shared core files: `core`'s (the host
 /// crate switches to loom's for model checking).
@@ -73,7 +75,7 @@ module! {
 }
 
 /// Version reported in `stats` and the load message.
-const VERSION: &str = "0.3.0";
+const VERSION: &str = "0.4.0";
 
 /// Range of the TSC conversion shown in `stats`: 600 s, in ms (the pair is
 /// computed from kHz, as the kernel's own `cyc2ns` does).
@@ -102,6 +104,31 @@ static ACCT_BENCH_OPS: ffi::FileOps = ffi::FileOps {
     write: Some(write_acct_bench),
 };
 
+static CONTROL_OPS: ffi::FileOps = ffi::FileOps {
+    show: |w| writeln!(w, "{}", torture::state()),
+    write: Some(write_control),
+};
+
+static CONFIG_OPS: ffi::FileOps = ffi::FileOps {
+    show: |w| settings::show(w, false),
+    write: Some(write_config),
+};
+
+static HISTOGRAM_OPS: ffi::FileOps = ffi::FileOps {
+    show: |w| torture::show_histogram(w),
+    write: None,
+};
+
+static PERCPU_OPS: ffi::FileOps = ffi::FileOps {
+    show: |w| torture::show_percpu(w),
+    write: None,
+};
+
+static ANOMALIES_OPS: ffi::FileOps = ffi::FileOps {
+    show: |w| torture::show_anomalies(w),
+    write: None,
+};
+
 /// Renders `stats`: one `key: value` per line, keys in snake case.
 fn show_stats(seq: &mut ffi::SeqFile) -> fmt::Result {
     let reads = STATS_READS.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
@@ -110,12 +137,12 @@ fn show_stats(seq: &mut ffi::SeqFile) -> fmt::Result {
     let (mult, shift) = tsc.map_or((0, 0), |ms| (ms.mult, ms.shift));
 
     writeln!(seq, "version: {VERSION}")?;
-    writeln!(seq, "state: idle")?;
     writeln!(seq, "online_cpus: {}", ffi::num_online_cpus())?;
     writeln!(seq, "tsc_khz: {khz}")?;
     writeln!(seq, "tsc_mult: {mult}")?;
     writeln!(seq, "tsc_shift: {shift}")?;
     writeln!(seq, "stats_reads: {reads}")?;
+    torture::show_stats(seq)?;
     kclock::show_stats(seq)?;
     kacct::show_stats(seq)
 }
@@ -142,6 +169,39 @@ fn write_check(input: &[u8]) -> Result {
     )?)
 }
 
+/// `control`: `start`, `stop` or `reset`.
+fn write_control(input: &[u8]) -> Result {
+    match parse::strip_newline(input) {
+        b"start" => torture::start(),
+        b"stop" => torture::stop("stop written to control").inspect_err(|_| {
+            pr_err!("stop: no run in progress\n");
+        }),
+        b"reset" => torture::reset(),
+        _ => {
+            pr_err!("control: want start, stop or reset\n");
+            Err(EINVAL)
+        }
+    }
+}
+
+/// `config`: `key=value`, while no run is in progress.
+fn write_config(input: &[u8]) -> Result {
+    let (key, value) = settings::split(input)?;
+    if !torture::idle() {
+        pr_err!(
+            "config: {}={}: not while a run is in progress\n",
+            key,
+            value
+        );
+        return Err(EBUSY);
+    }
+    settings::set(key, value)?;
+    if matches!(key, "clock" | "counter" | "counter_bits" | "tear_window_ns") {
+        kclock::reconfigure()?;
+    }
+    Ok(())
+}
+
 /// `acct`: a duration in ms runs the acct updater on every CPU (blocking).
 fn write_acct(input: &[u8]) -> Result {
     kacct::run(parse_arg(
@@ -162,10 +222,20 @@ fn write_acct_bench(input: &[u8]) -> Result {
     )?)
 }
 
+/// Every setting as ` key=value` pairs, for the load message.
+struct SettingsInline;
+
+impl fmt::Display for SettingsInline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        settings::show(f, true)
+    }
+}
+
 /// The loaded module. Fields drop in order: debugfs first (waiting for
 /// handlers in flight), then the clock.
 struct NmiClock {
     _debugfs: ffi::DebugfsDir,
+    _torture: torture::Installed,
     _acct: kacct::Running,
     _clock: kclock::Running,
 }
@@ -173,10 +243,10 @@ struct NmiClock {
 impl kernel::Module for NmiClock {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         let params = ffi::params();
-        let cfg = kclock::Config::from_params(&params)?;
-        let acct_index = kacct::strategy_index(&params)?;
-        let clock = kclock::Running::start(&cfg)?;
-        let acct = kacct::Running::start(acct_index)?;
+        settings::from_params(&params)?;
+        let clock = kclock::Running::start()?;
+        let acct = kacct::Running::start()?;
+        let stress = torture::Installed::new()?;
 
         let debugfs = ffi::DebugfsDir::new(c_str!("nmiclock")).inspect_err(|e| {
             pr_err!(
@@ -189,6 +259,11 @@ impl kernel::Module for NmiClock {
             (c_str!("check"), 0o600, &CHECK_OPS),
             (c_str!("acct"), 0o600, &ACCT_OPS),
             (c_str!("acct_bench"), 0o600, &ACCT_BENCH_OPS),
+            (c_str!("control"), 0o600, &CONTROL_OPS),
+            (c_str!("config"), 0o600, &CONFIG_OPS),
+            (c_str!("histogram"), 0o400, &HISTOGRAM_OPS),
+            (c_str!("percpu"), 0o400, &PERCPU_OPS),
+            (c_str!("anomalies"), 0o400, &ANOMALIES_OPS),
         ] {
             debugfs.create_file(name, mode, ops).inspect_err(|e| {
                 pr_err!(
@@ -200,18 +275,18 @@ impl kernel::Module for NmiClock {
         }
 
         pr_info!(
-            "loaded: version {}, clock={} counter={} counter_bits={} tear_window_ns={} acct={}, {} CPUs online, TSC {} kHz, debugfs at /sys/kernel/debug/nmiclock\n",
+            "loaded: version {}, {} CPUs online, TSC {} kHz, debugfs at /sys/kernel/debug/nmiclock;{}\n",
             VERSION,
-            params.clock,
-            params.counter,
-            params.counter_bits,
-            params.tear_window_ns,
-            params.acct,
             ffi::num_online_cpus(),
-            ffi::tsc_khz()
+            ffi::tsc_khz(),
+            SettingsInline
         );
+        if settings::get(settings::Key::Autostart) == 1 {
+            torture::start()?;
+        }
         Ok(NmiClock {
             _debugfs: debugfs,
+            _torture: stress,
             _acct: acct,
             _clock: clock,
         })
