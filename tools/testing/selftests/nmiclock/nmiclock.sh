@@ -35,7 +35,9 @@ STATS_KEYS="version state online_cpus tsc_khz tsc_mult tsc_shift stats_reads
 clock counter counter_bits tear_window_ns mult shift update_interval_ns now_ns
 clock_reads clock_retries clock_stalls epoch_updates wrap_overruns
 epoch_update_skips recalibrations acct acct_updates acct_races acct_bad_deltas
-acct_timexpd_backwards acct_integral_mismatches"
+acct_timexpd_backwards acct_integral_mismatches nmi_source nmi_source_requested
+perf_hw_error samples nmi_samples torn_reads backwards cross_cpu_backwards
+max_backstep_ns errors nmi_leftovers elapsed_ms anomalies_kept anomalies_dropped"
 # Bound on |nmiclock elapsed - local_clock() elapsed| in the clock check.
 MAX_DEV_NS=100000
 SPLAT_RE='WARNING:|BUG:|Oops|kernel BUG at|general protection fault|UBSAN:|KASAN:|kmemleak: [0-9]+ new suspected|Uhhuh\. NMI received|panicked at'
@@ -418,6 +420,191 @@ t_acct_bench() {
 	return $ret
 }
 
+# wait_tsc: the stress run's reference (ktime_get_mono_fast_ns) disagrees
+# with the TSC until the kernel's timekeeping runs on it (about 1.7 s after
+# boot in the VM): wait up to 10 s for that.
+wait_tsc() {
+	cs=/sys/devices/system/clocksource/clocksource0/current_clocksource
+	i=0
+	while [ "$(cat $cs 2>/dev/null)" != tsc ] && [ $i -lt 100 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+}
+
+# stress_run SECONDS PARAM...: a stress run of SECONDS with counter_bits=32
+# and PARAMs, to its end; leaves stats in $stress and the End of test line
+# in $eot. Fails if the run does not start or end.
+stress_run() {
+	secs=$1
+	shift
+	wait_tsc
+	load counter_bits=32 duration_s="$secs" "$@" || { echo "insmod $* failed"; return 1; }
+	stress=$(mktemp)
+	before=$(dmesg | wc -l)
+	if ! echo start >"$DIR/control"; then
+		echo "start failed"
+		unload
+		return 1
+	fi
+	i=0
+	while [ "$(cat "$DIR/control")" != done ] && [ $i -lt $((secs * 10 + 300)) ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	cat "$DIR/stats" >"$stress"
+	eot=$(dmesg | tail -n +"$((before + 1))" | grep 'nmiclock: End of test: ' | head -n 1)
+	unload
+	[ "$(stat_value "$stress" state)" = done ] || { echo "the run did not end"; return 1; }
+	[ -n "$eot" ] || { echo "no End of test line"; return 1; }
+	echo "$* ${eot#*End of test: }" | cut -c1-60
+	grep -E '^(nmi_source|samples|nmi_samples|torn_reads|backwards|cross_cpu_backwards|clock_stalls|acct_bad_deltas|acct_timexpd_backwards|nmi_leftovers|errors):' \
+		"$stress" | tr '\n' ' '; echo
+}
+
+t_stress_default() {
+	stress_run 10 || return 1
+	ret=0
+	[ "$(stat_value "$stress" nmi_samples)" -gt 0 ] || { echo "no NMI samples"; ret=1; }
+	[ "$(stat_value "$stress" errors)" = 0 ] || { echo "errors: $(stat_value "$stress" errors)"; ret=1; }
+	case $eot in *"End of test: SUCCESS"*) ;; *) echo "not SUCCESS"; ret=1 ;; esac
+	rm -f "$stress"
+	return $ret
+}
+
+# busted CHECK PARAM...: a 4 s run with a 20 us tear window must be caught:
+# CHECK names the stats keys of which at least one must be above 0.
+busted() {
+	keys=$1
+	shift
+	stress_run 4 tear_window_ns=20000 "$@" || return 1
+	ret=1
+	for k in $keys; do
+		[ "$(stat_value "$stress" "$k")" -gt 0 ] && ret=0
+	done
+	[ $ret -eq 0 ] || echo "not caught: none of $keys above 0"
+	case $eot in *"End of test: FAILURE"*) ;; *) echo "not FAILURE"; ret=1 ;; esac
+	rm -f "$stress"
+	return $ret
+}
+
+t_stress_unprotected() { busted "torn_reads backwards" clock=unprotected; }
+t_stress_seqcount() { busted clock_stalls clock=seqcount; }
+t_stress_racy() { busted "acct_bad_deltas acct_timexpd_backwards" acct=racy; }
+t_stress_irqsave() { busted "acct_bad_deltas acct_timexpd_backwards" acct=irqsave nmi_source=ipi; }
+
+t_stress_perf_sw() {
+	stress_run 3 nmi_source=perf_sw || return 1
+	ret=0
+	[ "$(stat_value "$stress" nmi_source)" = perf_sw ] || { echo "source is not perf_sw"; ret=1; }
+	[ "$(stat_value "$stress" samples)" -gt 0 ] || { echo "no samples"; ret=1; }
+	[ "$(stat_value "$stress" nmi_samples)" = 0 ] || { echo "perf_sw samples counted as NMIs"; ret=1; }
+	[ "$(stat_value "$stress" errors)" = 0 ] || { echo "errors: $(stat_value "$stress" errors)"; ret=1; }
+	rm -f "$stress"
+	return $ret
+}
+
+t_stress_perf_hw() {
+	wait_tsc
+	load counter_bits=32 duration_s=3 nmi_source=perf_hw || { echo "insmod failed"; return 1; }
+	before=$(dmesg | wc -l)
+	if ! echo start >"$DIR/control" 2>/dev/null; then
+		why=$(dmesg | tail -n +"$((before + 1))" | grep -m1 'perf_hw' | sed 's/^\[[^]]*\] //')
+		err=$(stat_value "$DIR/stats" perf_hw_error)
+		unload
+		[ "$err" != 0 ] || { echo "start failed but perf_hw_error is 0"; return 1; }
+		echo "SKIP: no hardware perf counter here (perf_hw_error $err): $why"
+		return 4
+	fi
+	sleep 4
+	n=$(stat_value "$DIR/stats" nmi_samples)
+	e=$(stat_value "$DIR/stats" errors)
+	unload
+	[ "$n" -gt 0 ] && [ "$e" = 0 ] || { echo "nmi_samples $n errors $e"; return 1; }
+}
+
+t_rmmod_running() {
+	wait_tsc
+	load duration_s=60 || { echo "insmod failed"; return 1; }
+	before=$(dmesg | wc -l)
+	echo start >"$DIR/control" || { unload; echo "start failed"; return 1; }
+	sleep 1
+	[ "$(cat "$DIR/control")" = running ] || { echo "not running"; unload; return 1; }
+	unload || { echo "rmmod during a run failed"; return 1; }
+	left=$(left_behind)
+	[ -z "$left" ] || { echo "$left"; return 1; }
+	dmesg | tail -n +"$((before + 1))" | grep -q 'End of test: .*(module unloaded)' ||
+		{ echo "no End of test line for the unloaded run"; return 1; }
+}
+
+# expect_refused FILE VALUE ERRNO-TEXT: a write must fail with that error
+# (echo, whose write error names the errno; busybox printf may not).
+expect_refused() {
+	err=$( (echo "$2" >"$DIR/$1") 2>&1) && { echo "$1 accepted '$2'"; return 1; }
+	case $err in *"$3"*) return 0 ;; esac
+	echo "$1 '$2': want '$3', got: $err"
+	return 1
+}
+
+t_control_config() {
+	wait_tsc
+	load duration_s=30 || { echo "insmod failed"; return 1; }
+	ret=0
+	cfg=$(cat "$DIR/config")
+	for v in bogus START "start stop" "" 1; do
+		expect_refused control "$v" "Invalid argument" || ret=1
+	done
+	expect_refused control stop "resource busy" || ret=1
+	for v in clock=bogus clock= =latch bogus=1 counter_bits=8 period_us=0 period_us=5 \
+		duration_s=0 duration_s=86401 update_us=-1 autostart=2 nmi_source=nmi \
+		"acct=racy extra" clock; do
+		expect_refused config "$v" "Invalid argument" || ret=1
+	done
+	[ "$(cat "$DIR/config")" = "$cfg" ] || { echo "refused config writes changed it"; ret=1; }
+	echo start >"$DIR/control" || { echo "start failed"; ret=1; }
+	expect_refused control start "resource busy" || ret=1
+	expect_refused control reset "resource busy" || ret=1
+	expect_refused config acct=racy "resource busy" || ret=1
+	echo stop >"$DIR/control" || { echo "stop failed"; ret=1; }
+	[ "$(cat "$DIR/control")" = done ] || { echo "not done after stop"; ret=1; }
+	echo acct=racy >"$DIR/config" || { echo "config acct=racy refused while idle"; ret=1; }
+	[ "$(stat_value "$DIR/config" acct)" = racy ] || { echo "config acct not applied"; ret=1; }
+	echo clock=seqcount >"$DIR/config" || ret=1
+	[ "$(stat_value "$DIR/stats" clock)" = seqcount ] || { echo "clock not switched"; ret=1; }
+	echo reset >"$DIR/control" || { echo "reset failed"; ret=1; }
+	[ "$(cat "$DIR/control")" = idle ] || { echo "not idle after reset"; ret=1; }
+	[ "$(stat_value "$DIR/stats" samples)" = 0 ] || { echo "reset left samples"; ret=1; }
+	unload
+	return $ret
+}
+
+t_inspection_files() {
+	wait_tsc
+	load counter_bits=32 duration_s=2 clock=unprotected tear_window_ns=20000 || { echo "insmod failed"; return 1; }
+	ret=0
+	for f in control:600 config:600 stats:400 histogram:400 percpu:400 anomalies:400 check:600 acct:600 acct_bench:600; do
+		m=$(stat -c %a "$DIR/${f%:*}")
+		[ "$m" = "${f#*:}" ] || { echo "${f%:*} has mode $m, want ${f#*:}"; ret=1; }
+	done
+	echo start >"$DIR/control"
+	sleep 3
+	while [ "$(cat "$DIR/control")" != done ]; do sleep 0.5; done
+	head -n 3 "$DIR/histogram"
+	grep -q '^@read_ns:$' "$DIR/histogram" || { echo "no histogram header"; ret=1; }
+	grep -qE '^\[[0-9]+(, [0-9]+\))?\]? +[0-9]+ \|@+ *\|$' "$DIR/histogram" || { echo "no histogram bars"; ret=1; }
+	cpus=$(grep -c '^processor' /proc/cpuinfo)
+	[ "$(grep -c '^cpu[0-9]*: samples=' "$DIR/percpu")" = "$cpus" ] || { echo "percpu: not one line per CPU"; ret=1; }
+	kept=$(stat_value "$DIR/anomalies" kept)
+	torn=$(stat_value "$DIR/stats" torn_reads)
+	echo "anomalies kept: $kept, torn_reads: $torn"
+	[ "$kept" -gt 0 ] || { echo "no anomaly kept"; ret=1; }
+	head -n 3 "$DIR/anomalies" | tail -n 1
+	grep -qE '^0: kind=[a-z_]+ cpu=[0-9]+ ctx=(nmi|irq|task) value_ns=[0-9]+ against_ns=[0-9]+ seq=[0-9]+ copy=[01] epoch_ns=[0-9]+ at_us=[0-9]+$' "$DIR/anomalies" ||
+		{ echo "anomaly 0 lacks its context"; ret=1; }
+	unload
+	return $ret
+}
+
 t_check_bad_input() {
 	load || { echo "insmod failed"; return 1; }
 	ret=0
@@ -453,7 +640,7 @@ fi
 sample=$(dirname "$module")/samples/nmiclock_sample.ko
 [ -e "$sample" ] || sample=$(dirname "$module")/nmiclock_sample.ko
 
-ktap_plan 21
+ktap_plan 31
 echo "# module: $module"
 dmesg_start=$(dmesg | wc -l)
 if is_loaded; then
@@ -481,5 +668,15 @@ run_case "acct=irqsave: 5 s task + hrtimer updates, no bad delta, no backward st
 run_case "acct=racy: 5 s task + hrtimer updates, reported" t_acct_racy
 run_case "acct_bench times every strategy and gives irqsave/cmpxchg" t_acct_bench
 run_case "check, acct, acct_bench refuse bad input and run nothing" t_check_bad_input
+run_case "stress, default (latch, cmpxchg, auto source), 10 s: NMI samples, no error, SUCCESS" t_stress_default
+run_case "stress catches clock=unprotected (torn or backwards)" t_stress_unprotected
+run_case "stress catches clock=seqcount (stalls)" t_stress_seqcount
+run_case "stress catches acct=racy (bad deltas)" t_stress_racy
+run_case "stress catches acct=irqsave under NMI IPIs (bad deltas)" t_stress_irqsave
+run_case "stress with nmi_source=perf_sw: hard-IRQ samples, no error" t_stress_perf_sw
+run_case "stress with nmi_source=perf_hw" t_stress_perf_hw
+run_case "rmmod during a run stops it cleanly" t_rmmod_running
+run_case "control and config: wrong state EBUSY, bad input EINVAL, nothing changed" t_control_config
+run_case "histogram, percpu, anomalies and file modes" t_inspection_files
 run_case "kernel log has no splats" t_kernel_log_clean
 ktap_finish
