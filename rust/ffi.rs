@@ -456,9 +456,9 @@ mod raw_stress {
         _opaque: [u8; 0],
     }
 
-    /// `struct nmiclock_workers`, only ever behind a pointer.
+    /// `struct task_struct`, only ever behind a pointer.
     #[repr(C)]
-    pub(super) struct WorkersRaw {
+    pub(super) struct TaskRaw {
         _opaque: [u8; 0],
     }
 
@@ -469,8 +469,15 @@ mod raw_stress {
         pub(super) fn nmiclock_nmi_register() -> c_int;
         pub(super) fn nmiclock_nmi_unregister();
         pub(super) fn nmiclock_nmi_send(self_too: bool);
-        pub(super) fn nmiclock_workers_start(f: extern "C" fn(cpu: c_uint)) -> *mut WorkersRaw;
-        pub(super) fn nmiclock_workers_stop(w: *mut WorkersRaw);
+        pub(super) fn nmiclock_worker_start(
+            cpu: c_uint,
+            f: extern "C" fn(cpu: c_uint),
+        ) -> *mut TaskRaw;
+        pub(super) fn nmiclock_worker_stop(t: *mut TaskRaw);
+        pub(super) fn nmiclock_cpuhp_setup() -> c_int;
+        pub(super) fn nmiclock_cpuhp_remove(state: c_int);
+        pub(super) fn nmiclock_cpus_read_lock();
+        pub(super) fn nmiclock_cpus_read_unlock();
         pub(super) fn nmiclock_should_stop() -> bool;
         pub(super) fn nmiclock_sleep_us(us: c_uint);
         pub(super) fn nmiclock_work_queue();
@@ -547,38 +554,70 @@ pub(crate) fn nmi_send(self_too: bool) {
     unsafe { raw_stress::nmiclock_nmi_send(self_too) };
 }
 
-/// One kthread bound to each online CPU running a function until stopped
-/// (the function polls [`should_stop`]); stopped on drop.
+/// A kthread bound to one CPU running a function until stopped (the
+/// function polls [`should_stop`]); stopped on drop.
 ///
 /// # Invariants
 ///
-/// `ptr` was returned by `nmiclock_workers_start()` and not stopped.
-pub(crate) struct Workers {
-    ptr: NonNull<raw_stress::WorkersRaw>,
+/// `ptr` is a kthread created by `nmiclock_worker_start()`, not stopped.
+pub(crate) struct Worker {
+    ptr: NonNull<raw_stress::TaskRaw>,
 }
 
 // SAFETY: Kthreads may be stopped from any thread.
-unsafe impl Send for Workers {}
-// SAFETY: `Workers` offers no `&self` operations.
-unsafe impl Sync for Workers {}
+unsafe impl Send for Worker {}
+// SAFETY: `Worker` offers no `&self` operations.
+unsafe impl Sync for Worker {}
 
-impl Workers {
-    /// Starts `f(cpu)` on every online CPU.
-    pub(crate) fn start(f: extern "C" fn(cpu: c_uint)) -> Result<Self> {
+impl Worker {
+    /// Starts `f(cpu)` in a kthread bound to `cpu`.
+    pub(crate) fn start(cpu: u32, f: extern "C" fn(cpu: c_uint)) -> Result<Self> {
         // SAFETY: Any `extern "C" fn(c_uint)` is a valid thread function.
-        let ptr = from_err_ptr(unsafe { raw_stress::nmiclock_workers_start(f) })?;
-        // INVARIANT: Not an error pointer.
+        let ptr = from_err_ptr(unsafe { raw_stress::nmiclock_worker_start(cpu, f) })?;
+        // INVARIANT: Not an error pointer: a live kthread.
         NonNull::new(ptr)
             .map(|ptr| Self { ptr })
             .ok_or(kernel::error::code::ENOMEM)
     }
 }
 
-impl Drop for Workers {
+impl Drop for Worker {
     fn drop(&mut self) {
-        // SAFETY: Live (type invariant); stopped and freed once, here.
-        unsafe { raw_stress::nmiclock_workers_stop(self.ptr.as_ptr()) };
+        // SAFETY: Live (type invariant); stopped once, here.
+        unsafe { raw_stress::nmiclock_worker_stop(self.ptr.as_ptr()) };
     }
+}
+
+/// A dynamic CPU hotplug state whose callbacks are the module's
+/// `nmiclock_rs_cpu_online()`/`_offline()`; removed on drop.
+pub(crate) struct CpuHotplug(c_int);
+
+impl CpuHotplug {
+    /// Sets up the state (no callbacks run for CPUs already online).
+    pub(crate) fn setup() -> Result<Self> {
+        // SAFETY: No preconditions; the glue passes fixed callbacks.
+        let state = unsafe { raw_stress::nmiclock_cpuhp_setup() };
+        to_result(state.min(0))?;
+        Ok(Self(state))
+    }
+}
+
+impl Drop for CpuHotplug {
+    fn drop(&mut self) {
+        // SAFETY: `self.0` is the state `setup()` got; removed once, here.
+        unsafe { raw_stress::nmiclock_cpuhp_remove(self.0) };
+    }
+}
+
+/// Runs `f` with CPU hotplug held off (`cpus_read_lock()`); `f` may sleep
+/// but must not wait for a hotplug operation.
+pub(crate) fn with_cpus_held<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: Task context; paired with the unlock below.
+    unsafe { raw_stress::nmiclock_cpus_read_lock() };
+    let r = f();
+    // SAFETY: Paired with the lock above.
+    unsafe { raw_stress::nmiclock_cpus_read_unlock() };
+    r
 }
 
 /// Whether this worker kthread has been asked to stop.

@@ -9,6 +9,7 @@
 
 #include <linux/completion.h>
 #include <linux/cpu.h>
+#include <linux/cpuhotplug.h>
 #include <linux/cpumask.h>
 #include <linux/debugfs.h>
 #include <linux/delay.h>
@@ -356,12 +357,6 @@ void nmiclock_nmi_send(bool self)
 
 /* ---- the stress run's workers and its stop -------------------------------- */
 
-/* One kthread per online CPU, bound to it, running @fn until stopped. */
-struct nmiclock_workers {
-	unsigned int n;
-	struct task_struct *task[];
-};
-
 static int nmiclock_worker_thread(void *arg)
 {
 	void (*fn)(unsigned int cpu) = arg;
@@ -377,43 +372,57 @@ static int nmiclock_worker_thread(void *arg)
 	return 0;
 }
 
-struct nmiclock_workers *nmiclock_workers_start(void (*fn)(unsigned int cpu))
+/* A kthread bound to @cpu running @fn(cpu) until stopped (it polls). */
+struct task_struct *nmiclock_worker_start(unsigned int cpu,
+					  void (*fn)(unsigned int cpu))
 {
-	struct nmiclock_workers *w;
-	unsigned int cpu;
+	struct task_struct *t;
 
-	w = kzalloc(struct_size(w, task, nr_cpu_ids), GFP_KERNEL);
-	if (!w)
-		return ERR_PTR(-ENOMEM);
-	cpus_read_lock();
-	for_each_online_cpu(cpu) {
-		struct task_struct *t;
-
-		t = kthread_create_on_cpu(nmiclock_worker_thread, fn, cpu,
-					  "nmiclock_w/%u");
-		if (IS_ERR(t)) {
-			cpus_read_unlock();
-			nmiclock_workers_stop(w);
-			return ERR_CAST(t);
-		}
-		w->task[cpu] = t;
-		w->n++;
-	}
-	for_each_possible_cpu(cpu)
-		if (w->task[cpu])
-			wake_up_process(w->task[cpu]);
-	cpus_read_unlock();
-	return w;
+	t = kthread_create_on_cpu(nmiclock_worker_thread, fn, cpu, "nmiclock_w/%u");
+	if (!IS_ERR(t))
+		wake_up_process(t);
+	return t;
 }
 
-void nmiclock_workers_stop(struct nmiclock_workers *w)
+void nmiclock_worker_stop(struct task_struct *t)
 {
-	unsigned int cpu;
+	kthread_stop(t);
+}
 
-	for_each_possible_cpu(cpu)
-		if (w->task[cpu])
-			kthread_stop(w->task[cpu]);
-	kfree(w);
+/* ---- CPU hotplug ------------------------------------------------------------ */
+
+static int nmiclock_cpu_online_cb(unsigned int cpu)
+{
+	return nmiclock_rs_cpu_online(cpu);
+}
+
+static int nmiclock_cpu_offline_cb(unsigned int cpu)
+{
+	nmiclock_rs_cpu_offline(cpu);
+	return 0;
+}
+
+/* A dynamic state whose callbacks run for CPUs going online or offline. */
+int nmiclock_cpuhp_setup(void)
+{
+	return cpuhp_setup_state_nocalls(CPUHP_AP_ONLINE_DYN, "nmiclock:online",
+					 nmiclock_cpu_online_cb,
+					 nmiclock_cpu_offline_cb);
+}
+
+void nmiclock_cpuhp_remove(int state)
+{
+	cpuhp_remove_state_nocalls(state);
+}
+
+void nmiclock_cpus_read_lock(void)
+{
+	cpus_read_lock();
+}
+
+void nmiclock_cpus_read_unlock(void)
+{
+	cpus_read_unlock();
 }
 
 bool nmiclock_should_stop(void)

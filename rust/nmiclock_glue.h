@@ -7,7 +7,8 @@
  * Why each group exists:
  *  - module parameters: the 6.12 module! macro takes no params.
  *  - debugfs and seq_file: no Rust abstraction in 6.12.
- *  - hrtimer, per-CPU kthreads, workqueue: no Rust abstraction in 6.12.
+ *  - hrtimer, per-CPU kthreads, workqueue, CPU hotplug states and the
+ *    hotplug lock: no Rust abstraction in 6.12.
  *  - perf kernel counters, NMI handlers and NMI IPIs: none either, and the
  *    IPI goes through an arch static call.
  *  - cpumask, tsc_khz, local_clock(), irq flags, ndelay(), TICK_NSEC, CPU
@@ -26,7 +27,7 @@ struct dentry;
 struct perf_event;
 struct seq_file;
 struct nmiclock_timer;
-struct nmiclock_workers;
+struct task_struct;
 
 /* Module parameters as given at load, all strings, for Rust to validate. */
 struct nmiclock_params {
@@ -51,6 +52,8 @@ u64 nmiclock_sched_clock(void);
 void nmiclock_rs_sample(void);
 int nmiclock_rs_nmi(void);
 void nmiclock_rs_work(void);
+int nmiclock_rs_cpu_online(unsigned int cpu);
+void nmiclock_rs_cpu_offline(unsigned int cpu);
 
 struct dentry *nmiclock_debugfs_create_dir(const char *name);
 struct dentry *nmiclock_debugfs_create_file(const char *name, umode_t mode,
@@ -73,8 +76,13 @@ int nmiclock_nmi_register(void);
 void nmiclock_nmi_unregister(void);
 void nmiclock_nmi_send(bool self);
 
-struct nmiclock_workers *nmiclock_workers_start(void (*fn)(unsigned int cpu));
-void nmiclock_workers_stop(struct nmiclock_workers *w);
+struct task_struct *nmiclock_worker_start(unsigned int cpu,
+					  void (*fn)(unsigned int cpu));
+void nmiclock_worker_stop(struct task_struct *t);
+int nmiclock_cpuhp_setup(void);
+void nmiclock_cpuhp_remove(int state);
+void nmiclock_cpus_read_lock(void);
+void nmiclock_cpus_read_unlock(void);
 bool nmiclock_should_stop(void);
 void nmiclock_sleep_us(unsigned int us);
 void nmiclock_work_queue(void);

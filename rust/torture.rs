@@ -27,6 +27,10 @@
 //! - The run stops by itself after `duration_s` (an hrtimer queues the
 //!   stop on a workqueue), on `stop`, or at unload, and logs one
 //!   `End of test: SUCCESS` or `FAILURE` line with every setting and count.
+//! - CPU hotplug: a CPU going offline during a run takes its perf counter
+//!   and writer down with it; one coming online gets them (a dynamic
+//!   `CPUHP_AP_ONLINE_DYN` state). Start and stop hold hotplug off while
+//!   they set up or tear down every CPU's part.
 
 use core::fmt::{self, Write};
 use core::ptr;
@@ -113,6 +117,8 @@ struct CpuRun {
     last_ours_ns: AtomicU64,
     /// `ktime_get_mono_fast_ns()` when an NMI was last sent to this CPU.
     last_send_ns: AtomicU64,
+    /// This CPU's part of a run (a `KBox<CpuRes>` turned raw), or null.
+    res: AtomicPtr<CpuRes>,
     hist: [AtomicU64; HIST_BUCKETS],
 }
 
@@ -239,6 +245,11 @@ fn sample(ctx: Ctx) {
     let Some(c) = CPUS.this_cpu() else {
         return;
     };
+    // Only CPUs whose part of the run is set up sample: a CPU coming
+    // online gets NMIs before its hotplug callback attaches it.
+    if c.res.load(Ordering::Acquire).is_null() {
+        return;
+    }
     inc(&c.samples);
     if ctx == Ctx::Nmi {
         inc(&c.nmi_samples);
@@ -310,8 +321,13 @@ extern "C" fn nmiclock_rs_sample() {
 }
 
 /// How soon after one of ours (sent or handled) an NMI that finds no send
-/// pending is taken as a leftover of ours.
-const LEFTOVER_WINDOW_NS: u64 = 1_000_000;
+/// pending is taken as a leftover of ours: in the VM the host can hold a
+/// vCPU off for milliseconds, and stragglers arrive that late.
+const LEFTOVER_WINDOW_NS: u64 = 100_000_000;
+
+/// How long the handler stays registered after the sender stopped and the
+/// pending counts drained, for stragglers.
+const STRAGGLER_GRACE_US: u32 = 20_000;
 
 /// The `NMI_LOCAL` handler (called from C): claims and samples the NMIs
 /// this module sent to this CPU; returns 1 for ours, 0 for others.
@@ -321,7 +337,8 @@ const LEFTOVER_WINDOW_NS: u64 = 1_000_000;
 /// as one NMI, or as one NMI being handled and one latched behind it, and
 /// in the VM (QEMU TCG, where this module is the only NMI source) NMIs that
 /// find the count already taken were seen to arrive up to tens of
-/// microseconds after one of ours, more of them than latching explains.
+/// microseconds, or with the host holding a vCPU off, milliseconds after
+/// one of ours, more of them than latching explains.
 /// So an NMI that finds no send pending is still claimed, as a leftover
 /// (counted in `nmi_leftovers`, never sampled), when a handler here took
 /// more than one send, or when one of ours was sent to or handled on this
@@ -398,13 +415,94 @@ extern "C" fn worker(_cpu: c_uint) {
     }
 }
 
-/// What a run holds; dropping it stops everything, in order.
+/// One CPU's part of a run: its perf counter (perf sources) and its writer.
+struct CpuRes {
+    _perf: Option<ffi::PerfEvent>,
+    _worker: Option<ffi::Worker>,
+}
+
+/// Sets up CPU `cpu`'s part of the run in progress (at start, or when the
+/// CPU comes online during the run). Task context, CPU hotplug held off.
+fn attach(cpu: u32) -> Result {
+    let Some(c) = CPUS.get(cpu) else {
+        return Ok(());
+    };
+    let period = PERIOD_NS.load(Ordering::Relaxed);
+    let perf = match settings::SOURCES.get(SOURCE_USED.load(Ordering::Relaxed) as usize) {
+        Some(&"perf_hw") => Some(ffi::PerfEvent::new(cpu, true, cycles(period))?),
+        Some(&"perf_sw") => Some(ffi::PerfEvent::new(cpu, false, period)?),
+        _ => None,
+    };
+    let res = KBox::new(
+        CpuRes {
+            _perf: perf,
+            _worker: Some(ffi::Worker::start(cpu, worker)?),
+        },
+        GFP_KERNEL,
+    )?;
+    // The first sample once attached is a new base: nothing from before
+    // the CPU went down (or from before the run) compares with it.
+    c.has_prev.store(false, Ordering::Relaxed);
+    c.prev_torn.store(false, Ordering::Relaxed);
+    let old = c.res.swap(KBox::into_raw(res), Ordering::AcqRel);
+    if !old.is_null() {
+        // SAFETY: `old` came from `KBox::into_raw` here; the swap took it
+        // out of the slot, so it is dropped once.
+        drop(unsafe { KBox::from_raw(old) });
+    }
+    Ok(())
+}
+
+/// Tears down CPU `cpu`'s part of the run, if any (at stop, or when the CPU
+/// goes offline), and forgets its previous sample and pending NMIs.
+fn detach(cpu: u32) {
+    let Some(c) = CPUS.get(cpu) else {
+        return;
+    };
+    let old = c.res.swap(ptr::null_mut(), Ordering::AcqRel);
+    if !old.is_null() {
+        // SAFETY: As in `attach()`.
+        drop(unsafe { KBox::from_raw(old) });
+    }
+    c.has_prev.store(false, Ordering::Relaxed);
+    c.prev_torn.store(false, Ordering::Relaxed);
+    c.nmi_pending.store(0, Ordering::Relaxed);
+    c.nmi_owed.store(false, Ordering::Relaxed);
+}
+
+/// CPU hotplug: a CPU came online (called from C). During a run it gets
+/// its sources and writer; a failure is logged and leaves the CPU out.
+#[no_mangle]
+extern "C" fn nmiclock_rs_cpu_online(cpu: c_uint) -> c_int {
+    if STATE.load(Ordering::Acquire) == RUNNING {
+        if let Err(e) = attach(cpu) {
+            pr_err!(
+                "cpu{}: online during the run, but its part failed to start (error {})\n",
+                cpu,
+                e.to_errno()
+            );
+        }
+    }
+    0
+}
+
+/// CPU hotplug: a CPU is going offline (called from C).
+#[no_mangle]
+extern "C" fn nmiclock_rs_cpu_offline(cpu: c_uint) {
+    detach(cpu);
+}
+
+/// `period` ns in TSC cycles, the unit of a `perf_hw` sample period.
+fn cycles(period: u64) -> u64 {
+    (period.saturating_mul(u64::from(ffi::tsc_khz())) / 1_000_000).max(1)
+}
+
+/// What a run holds beyond the per-CPU parts; dropping it stops
+/// everything, in order.
 struct Run {
     deadline: ffi::HrTimer,
     sender: Option<ffi::HrTimer>,
     nmi: Option<ffi::NmiHandler>,
-    perf: KVec<ffi::PerfEvent>,
-    workers: Option<ffi::Workers>,
 }
 
 impl Drop for Run {
@@ -424,25 +522,21 @@ impl Drop for Run {
                 ffi::sleep_us(1_000);
             }
         }
-        // Releasing the counters stops their overflows.
-        drop(core::mem::replace(&mut self.perf, KVec::new()));
+        if self.nmi.is_some() {
+            ffi::sleep_us(STRAGGLER_GRACE_US);
+        }
+        // Releasing the counters stops their overflows; stopping the
+        // writers ends the updates.
+        ffi::with_cpus_held(|| {
+            for (cpu, _) in CPUS.iter() {
+                detach(cpu);
+            }
+        });
         self.nmi = None;
-        self.workers = None;
     }
 }
 
 static RUN: AtomicPtr<Run> = AtomicPtr::new(ptr::null_mut());
-
-/// One perf counter per online CPU.
-fn perf_all(perf: &mut KVec<ffi::PerfEvent>, hw: bool, period: u64) -> Result {
-    for (cpu, _) in CPUS.iter() {
-        if ffi::cpu_online(cpu) {
-            let event = ffi::PerfEvent::new(cpu, hw, period)?;
-            perf.push(event, GFP_KERNEL)?;
-        }
-    }
-    Ok(())
-}
 
 /// Index of `name` in `settings::SOURCES`.
 fn source_index(name: &str) -> u32 {
@@ -461,20 +555,20 @@ fn build() -> Result<KBox<Run>> {
             deadline: ffi::HrTimer::new(deadline)?,
             sender: None,
             nmi: None,
-            perf: KVec::new(),
-            workers: None,
         },
         GFP_KERNEL,
     )?;
     let requested = settings::name_of(Key::NmiSource);
     PERF_HW_ERROR.store(0, Ordering::Relaxed);
-    let mut ipi = requested == "ipi";
+    let mut source = requested;
     if requested == "perf_hw" || requested == "auto" {
-        let cycles = period_ns.saturating_mul(u64::from(ffi::tsc_khz())) / 1_000_000;
-        match perf_all(&mut run.perf, true, cycles.max(1)) {
-            Ok(()) => SOURCE_USED.store(source_index("perf_hw"), Ordering::Relaxed),
+        // Probe on this CPU: a machine without a PMU fails here.
+        match ffi::PerfEvent::new(ffi::cpu(), true, cycles(period_ns)) {
+            Ok(probe) => {
+                drop(probe);
+                source = "perf_hw";
+            }
             Err(e) => {
-                drop(core::mem::replace(&mut run.perf, KVec::new()));
                 PERF_HW_ERROR.store(e.to_errno(), Ordering::Relaxed);
                 if requested == "perf_hw" {
                     pr_err!(
@@ -487,31 +581,39 @@ fn build() -> Result<KBox<Run>> {
                     "start: perf_hw unavailable (error {}, no PMU?): nmi_source=auto uses ipi\n",
                     e.to_errno()
                 );
-                ipi = true;
+                source = "ipi";
             }
         }
-    } else if requested == "perf_sw" {
-        perf_all(&mut run.perf, false, period_ns).inspect_err(|e| {
-            pr_err!(
-                "start: perf_sw: cannot create a cpu-clock counter (error {})\n",
-                e.to_errno()
-            )
-        })?;
-        SOURCE_USED.store(source_index("perf_sw"), Ordering::Relaxed);
     }
-    if ipi {
+    SOURCE_USED.store(source_index(source), Ordering::Relaxed);
+    if source == "ipi" {
         run.nmi = Some(ffi::NmiHandler::register().inspect_err(|e| {
             pr_err!(
                 "start: ipi: cannot register an NMI handler (error {})\n",
                 e.to_errno()
             )
         })?);
+    }
+    ffi::with_cpus_held(|| -> Result {
+        for (cpu, _) in CPUS.iter() {
+            if ffi::cpu_online(cpu) {
+                attach(cpu).inspect_err(|e| {
+                    pr_err!(
+                        "start: {}: cannot start on cpu{} (error {})\n",
+                        source,
+                        cpu,
+                        e.to_errno()
+                    )
+                })?;
+            }
+        }
+        Ok(())
+    })?;
+    if source == "ipi" {
         let sender = ffi::HrTimer::new(ipi_tick)?;
         sender.start(period_ns);
         run.sender = Some(sender);
-        SOURCE_USED.store(source_index("ipi"), Ordering::Relaxed);
     }
-    run.workers = Some(ffi::Workers::start(worker)?);
     run.deadline
         .start(u64::from(settings::get(Key::DurationS)) * 1_000_000_000);
     Ok(run)
@@ -947,15 +1049,26 @@ pub(crate) fn show_anomalies(w: &mut impl Write) -> fmt::Result {
     Ok(())
 }
 
-/// The run's per-CPU state, installed at load. Dropping it stops a run in
-/// progress and frees the state.
-pub(crate) struct Installed;
+/// The run's per-CPU state and CPU hotplug callbacks, installed at load.
+/// Dropping it stops a run in progress and frees the state.
+pub(crate) struct Installed {
+    hotplug: Option<ffi::CpuHotplug>,
+}
 
 impl Installed {
-    /// Installs the per-CPU state.
+    /// Installs the per-CPU state and the hotplug callbacks.
     pub(crate) fn new() -> Result<Self> {
         CPUS.install(CpuRun::default)?;
-        Ok(Self)
+        match ffi::CpuHotplug::setup() {
+            Ok(hotplug) => Ok(Self {
+                hotplug: Some(hotplug),
+            }),
+            Err(e) => {
+                // SAFETY: Nothing uses the slots yet.
+                unsafe { CPUS.uninstall() };
+                Err(e)
+            }
+        }
     }
 }
 
@@ -966,6 +1079,7 @@ impl Drop for Installed {
         }
         // A stop from the deadline work may be under way: wait for it.
         ffi::work_cancel();
+        self.hotplug = None;
         // SAFETY: No run is left (stopped above or by the work we waited
         // for), so no source, worker or handler uses the slots, and the
         // debugfs files are gone.

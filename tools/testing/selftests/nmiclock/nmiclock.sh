@@ -537,6 +537,30 @@ t_rmmod_running() {
 		{ echo "no End of test line for the unloaded run"; return 1; }
 }
 
+t_hotplug() {
+	cpu=/sys/devices/system/cpu/cpu1/online
+	[ -w "$cpu" ] || { echo "SKIP: no hotpluggable cpu1"; return 4; }
+	wait_tsc
+	load counter_bits=32 duration_s=6 || { echo "insmod failed"; return 1; }
+	echo start >"$DIR/control" || { unload; echo "start failed"; return 1; }
+	ret=0
+	for i in 1 2 3 4 5 6 7 8; do
+		sleep 0.25
+		echo 0 >"$cpu" || { echo "offlining cpu1 failed"; ret=1; }
+		sleep 0.25
+		echo 1 >"$cpu" || { echo "onlining cpu1 failed"; ret=1; }
+	done
+	a=$(grep '^cpu1:' "$DIR/percpu" | sed 's/.* samples=\([0-9]*\) .*/\1/')
+	sleep 0.5
+	b=$(grep '^cpu1:' "$DIR/percpu" | sed 's/.* samples=\([0-9]*\) .*/\1/')
+	while [ "$(cat "$DIR/control")" != done ]; do sleep 0.2; done
+	grep -E '^(samples|nmi_samples|errors):' "$DIR/stats" | tr '\n' ' '; echo
+	[ "$b" -gt "$a" ] || { echo "cpu1 does not sample after coming back ($a, then $b)"; ret=1; }
+	[ "$(stat_value "$DIR/stats" errors)" = 0 ] || { echo "errors: $(stat_value "$DIR/stats" errors)"; ret=1; }
+	unload || ret=1
+	return $ret
+}
+
 # expect_refused FILE VALUE ERRNO-TEXT: a write must fail with that error
 # (echo, whose write error names the errno; busybox printf may not).
 expect_refused() {
@@ -640,7 +664,7 @@ fi
 sample=$(dirname "$module")/samples/nmiclock_sample.ko
 [ -e "$sample" ] || sample=$(dirname "$module")/nmiclock_sample.ko
 
-ktap_plan 31
+ktap_plan 32
 echo "# module: $module"
 dmesg_start=$(dmesg | wc -l)
 if is_loaded; then
@@ -676,6 +700,7 @@ run_case "stress catches acct=irqsave under NMI IPIs (bad deltas)" t_stress_irqs
 run_case "stress with nmi_source=perf_sw: hard-IRQ samples, no error" t_stress_perf_sw
 run_case "stress with nmi_source=perf_hw" t_stress_perf_hw
 run_case "rmmod during a run stops it cleanly" t_rmmod_running
+run_case "CPU hotplug during a run: sources follow the CPU, no error" t_hotplug
 run_case "control and config: wrong state EBUSY, bad input EINVAL, nothing changed" t_control_config
 run_case "histogram, percpu, anomalies and file modes" t_inspection_files
 run_case "kernel log has no splats" t_kernel_log_clean
