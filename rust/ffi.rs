@@ -474,6 +474,10 @@ mod raw_stress {
             f: extern "C" fn(cpu: c_uint),
         ) -> *mut TaskRaw;
         pub(super) fn nmiclock_worker_stop(t: *mut TaskRaw);
+        pub(super) fn nmiclock_prepare_to_sleep();
+        pub(super) fn nmiclock_sleep();
+        pub(super) fn nmiclock_wake(t: *mut TaskRaw);
+        pub(super) fn nmiclock_synchronize_rcu();
         pub(super) fn nmiclock_cpuhp_setup() -> c_int;
         pub(super) fn nmiclock_cpuhp_remove(state: c_int);
         pub(super) fn nmiclock_cpus_read_lock();
@@ -581,11 +585,63 @@ impl Worker {
     }
 }
 
+impl Worker {
+    /// A handle to wake this worker with [`TaskHandle::wake`].
+    pub(crate) fn handle(&self) -> TaskHandle {
+        TaskHandle(self.ptr)
+    }
+}
+
 impl Drop for Worker {
     fn drop(&mut self) {
         // SAFETY: Live (type invariant); stopped once, here.
         unsafe { raw_stress::nmiclock_worker_stop(self.ptr.as_ptr()) };
     }
+}
+
+/// A worker's task, to wake it from interrupt context.
+///
+/// It stays valid only while its [`Worker`] lives; whoever publishes one to
+/// interrupt context must unpublish it and [`synchronize_rcu`] before
+/// dropping the `Worker` (an interrupt handler is an RCU read side).
+#[derive(Clone, Copy)]
+pub(crate) struct TaskHandle(NonNull<raw_stress::TaskRaw>);
+
+impl TaskHandle {
+    /// The raw pointer, to publish in an `AtomicPtr`.
+    pub(crate) fn as_ptr(self) -> *mut c_void {
+        self.0.as_ptr().cast()
+    }
+
+    /// Wakes the task through the scheduler.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` came from [`TaskHandle::as_ptr`], and its `Worker` is not
+    /// dropped before the caller's RCU read side (e.g. its interrupt
+    /// handler) ends.
+    pub(crate) unsafe fn wake(ptr: *mut c_void) {
+        // SAFETY: By the caller's guarantee the task is alive.
+        unsafe { raw_stress::nmiclock_wake(ptr.cast()) };
+    }
+}
+
+/// In a worker: sleeps until woken (or asked to stop), 100 ms at most.
+/// `announce` runs
+/// after the task is marked sleeping and before it sleeps, so a wake-up
+/// by whoever sees the announcement is never lost.
+pub(crate) fn sleep_until_woken(announce: impl FnOnce()) {
+    // SAFETY: Called from a worker kthread.
+    unsafe { raw_stress::nmiclock_prepare_to_sleep() };
+    announce();
+    // SAFETY: As above, after `nmiclock_prepare_to_sleep()`.
+    unsafe { raw_stress::nmiclock_sleep() };
+}
+
+/// Waits for an RCU grace period (task context).
+pub(crate) fn synchronize_rcu() {
+    // SAFETY: No preconditions (task context).
+    unsafe { raw_stress::nmiclock_synchronize_rcu() };
 }
 
 /// A dynamic CPU hotplug state whose callbacks are the module's

@@ -389,6 +389,34 @@ void nmiclock_worker_stop(struct task_struct *t)
 	kthread_stop(t);
 }
 
+/*
+ * In a worker: nmiclock_prepare_to_sleep(), then announce the sleep, then
+ * nmiclock_sleep(): a wake-up after the announcement is never lost.
+ */
+void nmiclock_prepare_to_sleep(void)
+{
+	set_current_state(TASK_INTERRUPTIBLE);
+}
+
+/* Sleeps at most 100 ms, so that a lost wake-up costs one late wake-up. */
+void nmiclock_sleep(void)
+{
+	if (!kthread_should_stop())
+		schedule_timeout(msecs_to_jiffies(100));
+	__set_current_state(TASK_RUNNING);
+}
+
+/* Wakes @t through the scheduler (any context but NMI). */
+void nmiclock_wake(struct task_struct *t)
+{
+	wake_up_process(t);
+}
+
+void nmiclock_synchronize_rcu(void)
+{
+	synchronize_rcu();
+}
+
 /* ---- CPU hotplug ------------------------------------------------------------ */
 
 static int nmiclock_cpu_online_cb(unsigned int cpu)

@@ -79,6 +79,10 @@ void nmiclock_nmi_send(bool self);
 struct task_struct *nmiclock_worker_start(unsigned int cpu,
 					  void (*fn)(unsigned int cpu));
 void nmiclock_worker_stop(struct task_struct *t);
+void nmiclock_prepare_to_sleep(void);
+void nmiclock_sleep(void);
+void nmiclock_wake(struct task_struct *t);
+void nmiclock_synchronize_rcu(void);
 int nmiclock_cpuhp_setup(void);
 void nmiclock_cpuhp_remove(int state);
 void nmiclock_cpus_read_lock(void);

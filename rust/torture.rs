@@ -27,6 +27,13 @@
 //! - The run stops by itself after `duration_s` (an hrtimer queues the
 //!   stop on a workqueue), on `stop`, or at unload, and logs one
 //!   `End of test: SUCCESS` or `FAILURE` line with every setting and count.
+//! - Wake-up latency probe: on each CPU a sleeper kthread, woken every
+//!   10 ms by a controller hrtimer through the scheduler, measures with
+//!   nmiclock how long the wake-up took; one that takes a tick or more is
+//!   a `late_wakeup`, the symptom of an idle loop that checked need-resched
+//!   and then halted anyway (reported, not counted as an error). The
+//!   sleeper sleeps 100 ms at most, so a lost wake-up shows as a late one
+//!   of about 100 ms instead of silencing the probe.
 //! - CPU hotplug: a CPU going offline during a run takes its perf counter
 //!   and writer down with it; one coming online gets them (a dynamic
 //!   `CPUHP_AP_ONLINE_DYN` state). Start and stop hold hotplug off while
@@ -36,7 +43,7 @@ use core::fmt::{self, Write};
 use core::ptr;
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
-use kernel::ffi::{c_int, c_uint};
+use kernel::ffi::{c_int, c_uint, c_void};
 use kernel::prelude::*;
 
 use crate::clock::Reading;
@@ -119,6 +126,15 @@ struct CpuRun {
     last_send_ns: AtomicU64,
     /// This CPU's part of a run (a `KBox<CpuRes>` turned raw), or null.
     res: AtomicPtr<CpuRes>,
+    /// The wake probe's sleeper task (a `TaskHandle`), or null.
+    sleeper: AtomicPtr<c_void>,
+    /// The sleeper is asleep, waiting for the controller.
+    sleeping: AtomicBool,
+    /// nmiclock time when the controller woke the sleeper.
+    woken_at: AtomicU64,
+    wakeups: AtomicU64,
+    late_wakeups: AtomicU64,
+    max_wake_ns: AtomicU64,
     hist: [AtomicU64; HIST_BUCKETS],
 }
 
@@ -415,10 +431,65 @@ extern "C" fn worker(_cpu: c_uint) {
     }
 }
 
-/// One CPU's part of a run: its perf counter (perf sources) and its writer.
+/// One CPU's part of a run: its perf counter (perf sources), its writer
+/// and the wake probe's sleeper.
 struct CpuRes {
     _perf: Option<ffi::PerfEvent>,
     _worker: Option<ffi::Worker>,
+    _sleeper: Option<ffi::Worker>,
+}
+
+/// Period of the wake probe's controller.
+const WAKE_PERIOD_NS: u64 = 10_000_000;
+
+/// The wake probe's sleeper on one CPU: sleeps until the controller wakes
+/// it, then measures how long that took with nmiclock. A wake-up that
+/// takes a tick or more is late: the symptom of an idle loop that checked
+/// need-resched and then halted anyway.
+extern "C" fn sleeper(_cpu: c_uint) {
+    let tick = ffi::tick_nsec();
+    while !ffi::should_stop() {
+        let Some(c) = CPUS.this_cpu() else {
+            return;
+        };
+        ffi::sleep_until_woken(|| c.sleeping.store(true, Ordering::Release));
+        if c.sleeping.swap(false, Ordering::AcqRel) {
+            // Not woken by the controller: a stop, the 100 ms timeout, or a
+            // spurious wake-up. (Woken by the controller but run only at the
+            // timeout is a lost wake-up: measured below, as a late one.)
+            continue;
+        }
+        let latency = kclock::read()
+            .ns
+            .saturating_sub(c.woken_at.load(Ordering::Acquire));
+        inc(&c.wakeups);
+        if latency >= tick {
+            inc(&c.late_wakeups);
+        }
+        c.max_wake_ns.fetch_max(latency, Ordering::Relaxed);
+    }
+}
+
+/// The wake probe's controller (hard-IRQ): wakes every sleeping sleeper
+/// through the scheduler, stamping the time first.
+extern "C" fn wake_tick() -> u64 {
+    if STATE.load(Ordering::Relaxed) != RUNNING {
+        return 0;
+    }
+    for (_, c) in CPUS.iter() {
+        let task = c.sleeper.load(Ordering::Acquire);
+        if task.is_null() || !c.sleeping.load(Ordering::Acquire) {
+            continue;
+        }
+        c.woken_at.store(kclock::read().ns, Ordering::Release);
+        if c.sleeping.swap(false, Ordering::AcqRel) {
+            // SAFETY: `task` was published by `attach()` and is unpublished
+            // by `detach()` followed by an RCU grace period before its
+            // worker stops; this hard-IRQ handler is an RCU read side.
+            unsafe { ffi::TaskHandle::wake(task) };
+        }
+    }
+    WAKE_PERIOD_NS
 }
 
 /// Sets up CPU `cpu`'s part of the run in progress (at start, or when the
@@ -433,10 +504,13 @@ fn attach(cpu: u32) -> Result {
         Some(&"perf_sw") => Some(ffi::PerfEvent::new(cpu, false, period)?),
         _ => None,
     };
+    let sleeper_worker = ffi::Worker::start(cpu, sleeper)?;
+    let sleeper_task = sleeper_worker.handle().as_ptr();
     let res = KBox::new(
         CpuRes {
             _perf: perf,
             _worker: Some(ffi::Worker::start(cpu, worker)?),
+            _sleeper: Some(sleeper_worker),
         },
         GFP_KERNEL,
     )?;
@@ -444,30 +518,37 @@ fn attach(cpu: u32) -> Result {
     // the CPU went down (or from before the run) compares with it.
     c.has_prev.store(false, Ordering::Relaxed);
     c.prev_torn.store(false, Ordering::Relaxed);
+    // Unpublish an old sleeper before its worker may stop.
+    c.sleeper.store(ptr::null_mut(), Ordering::Release);
     let old = c.res.swap(KBox::into_raw(res), Ordering::AcqRel);
     if !old.is_null() {
+        ffi::synchronize_rcu();
         // SAFETY: `old` came from `KBox::into_raw` here; the swap took it
         // out of the slot, so it is dropped once.
         drop(unsafe { KBox::from_raw(old) });
     }
+    c.sleeper.store(sleeper_task, Ordering::Release);
     Ok(())
 }
 
 /// Tears down CPU `cpu`'s part of the run, if any (at stop, or when the CPU
-/// goes offline), and forgets its previous sample and pending NMIs.
+/// goes offline), and forgets its previous sample.
 fn detach(cpu: u32) {
     let Some(c) = CPUS.get(cpu) else {
         return;
     };
+    c.sleeper.store(ptr::null_mut(), Ordering::Release);
     let old = c.res.swap(ptr::null_mut(), Ordering::AcqRel);
     if !old.is_null() {
+        // The controller may still hold the sleeper it loaded: wait.
+        ffi::synchronize_rcu();
         // SAFETY: As in `attach()`.
         drop(unsafe { KBox::from_raw(old) });
     }
     c.has_prev.store(false, Ordering::Relaxed);
     c.prev_torn.store(false, Ordering::Relaxed);
-    c.nmi_pending.store(0, Ordering::Relaxed);
-    c.nmi_owed.store(false, Ordering::Relaxed);
+    // The pending count stays: an NMI sent just before the CPU went down
+    // can be delivered when it comes back, and must still find it.
 }
 
 /// CPU hotplug: a CPU came online (called from C). During a run it gets
@@ -501,6 +582,7 @@ fn cycles(period: u64) -> u64 {
 /// everything, in order.
 struct Run {
     deadline: ffi::HrTimer,
+    waker: Option<ffi::HrTimer>,
     sender: Option<ffi::HrTimer>,
     nmi: Option<ffi::NmiHandler>,
 }
@@ -508,6 +590,7 @@ struct Run {
 impl Drop for Run {
     fn drop(&mut self) {
         self.deadline.cancel();
+        self.waker = None;
         if let Some(sender) = self.sender.take() {
             drop(sender);
             // NMIs already sent must still find the handler: wait (a
@@ -553,6 +636,7 @@ fn build() -> Result<KBox<Run>> {
     let mut run = KBox::new(
         Run {
             deadline: ffi::HrTimer::new(deadline)?,
+            waker: None,
             sender: None,
             nmi: None,
         },
@@ -609,6 +693,9 @@ fn build() -> Result<KBox<Run>> {
         }
         Ok(())
     })?;
+    let waker = ffi::HrTimer::new(wake_tick)?;
+    waker.start(WAKE_PERIOD_NS);
+    run.waker = Some(waker);
     if source == "ipi" {
         let sender = ffi::HrTimer::new(ipi_tick)?;
         sender.start(period_ns);
@@ -639,6 +726,9 @@ fn reset_counters() {
         c.has_prev.store(false, Ordering::Relaxed);
         c.prev_torn.store(false, Ordering::Relaxed);
         c.nmi_leftovers.store(0, Ordering::Relaxed);
+        for a in [&c.wakeups, &c.late_wakeups, &c.max_wake_ns] {
+            a.store(0, Ordering::Relaxed);
+        }
         for h in &c.hist {
             h.store(0, Ordering::Relaxed);
         }
@@ -940,6 +1030,21 @@ pub(crate) fn show_stats(w: &mut impl Write) -> fmt::Result {
         CPUS.iter().fold(0u64, |a, (_, c)| a
             .wrapping_add(c.nmi_leftovers.load(Ordering::Relaxed)))
     )?;
+    let wake = |f: fn(&CpuRun) -> &AtomicU64| {
+        CPUS.iter().fold(0u64, |a, (_, c)| {
+            a.wrapping_add(f(c).load(Ordering::Relaxed))
+        })
+    };
+    writeln!(w, "wakeups: {}", wake(|c| &c.wakeups))?;
+    writeln!(w, "late_wakeups: {}", wake(|c| &c.late_wakeups))?;
+    writeln!(
+        w,
+        "max_wake_latency_ns: {}",
+        CPUS.iter()
+            .map(|(_, c)| c.max_wake_ns.load(Ordering::Relaxed))
+            .max()
+            .unwrap_or(0)
+    )?;
     writeln!(w, "elapsed_ms: {}", elapsed_ms())?;
     writeln!(
         w,
@@ -1005,12 +1110,15 @@ pub(crate) fn show_percpu(w: &mut impl Write) -> fmt::Result {
         let (acct_updates, acct_bad, acct_back) = kacct::cpu_counts(cpu);
         writeln!(
             w,
-            "cpu{cpu}: samples={} nmi_samples={} torn_reads={} backwards={} cross_cpu_backwards={} clock_reads={reads} clock_stalls={stalls} epoch_updates={epochs} acct_updates={acct_updates} acct_bad_deltas={acct_bad} acct_timexpd_backwards={acct_back}",
+            "cpu{cpu}: samples={} nmi_samples={} torn_reads={} backwards={} cross_cpu_backwards={} clock_reads={reads} clock_stalls={stalls} epoch_updates={epochs} acct_updates={acct_updates} acct_bad_deltas={acct_bad} acct_timexpd_backwards={acct_back} wakeups={} late_wakeups={} max_wake_latency_ns={}",
             c.samples.load(Ordering::Relaxed),
             c.nmi_samples.load(Ordering::Relaxed),
             c.torn.load(Ordering::Relaxed),
             c.backwards.load(Ordering::Relaxed),
             c.cross.load(Ordering::Relaxed),
+            c.wakeups.load(Ordering::Relaxed),
+            c.late_wakeups.load(Ordering::Relaxed),
+            c.max_wake_ns.load(Ordering::Relaxed),
         )?;
     }
     Ok(())

@@ -37,7 +37,8 @@ clock_reads clock_retries clock_stalls epoch_updates wrap_overruns
 epoch_update_skips recalibrations acct acct_updates acct_races acct_bad_deltas
 acct_timexpd_backwards acct_integral_mismatches nmi_source nmi_source_requested
 perf_hw_error samples nmi_samples torn_reads backwards cross_cpu_backwards
-max_backstep_ns errors nmi_leftovers elapsed_ms anomalies_kept anomalies_dropped"
+max_backstep_ns errors nmi_leftovers wakeups late_wakeups max_wake_latency_ns
+elapsed_ms anomalies_kept anomalies_dropped"
 # Bound on |nmiclock elapsed - local_clock() elapsed| in the clock check.
 MAX_DEV_NS=100000
 SPLAT_RE='WARNING:|BUG:|Oops|kernel BUG at|general protection fault|UBSAN:|KASAN:|kmemleak: [0-9]+ new suspected|Uhhuh\. NMI received|panicked at'
@@ -273,7 +274,8 @@ t_narrow_counter() {
 	u1=$(stat_value "$DIR/stats" epoch_updates)
 	t1=$(cut -d' ' -f1 /proc/uptime)
 	unload
-	ms=$(( (${t1%.*} * 100 + ${t1#*.}) * 10 - (${t0%.*} * 100 + ${t0#*.}) * 10 ))
+	# awk, not $((...)): a fraction like .08 is not a valid shell number.
+	ms=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", (b - a) * 1000 }')
 	rate=$(( (u1 - u0) * 1000 / (ms > 0 ? ms : 1) ))
 	echo "$((u1 - u0)) epoch updates in $ms ms: $rate/s"
 	[ "$rate" -ge 1000 ] || { echo "want thousands per second"; return 1; }
@@ -458,7 +460,7 @@ stress_run() {
 	[ "$(stat_value "$stress" state)" = done ] || { echo "the run did not end"; return 1; }
 	[ -n "$eot" ] || { echo "no End of test line"; return 1; }
 	echo "$* ${eot#*End of test: }" | cut -c1-60
-	grep -E '^(nmi_source|samples|nmi_samples|torn_reads|backwards|cross_cpu_backwards|clock_stalls|acct_bad_deltas|acct_timexpd_backwards|nmi_leftovers|errors):' \
+	grep -E '^(nmi_source|samples|nmi_samples|torn_reads|backwards|cross_cpu_backwards|clock_stalls|acct_bad_deltas|acct_timexpd_backwards|nmi_leftovers|wakeups|late_wakeups|errors):' \
 		"$stress" | tr '\n' ' '; echo
 }
 
@@ -466,6 +468,10 @@ t_stress_default() {
 	stress_run 10 || return 1
 	ret=0
 	[ "$(stat_value "$stress" nmi_samples)" -gt 0 ] || { echo "no NMI samples"; ret=1; }
+	# The wake-up probe woke each CPU's sleeper about every 10 ms.
+	cpus=$(grep -c '^processor' /proc/cpuinfo)
+	[ "$(stat_value "$stress" wakeups)" -ge $((cpus * 500)) ] ||
+		{ echo "wake-up probe: $(stat_value "$stress" wakeups) wake-ups, want >= $((cpus * 500))"; ret=1; }
 	[ "$(stat_value "$stress" errors)" = 0 ] || { echo "errors: $(stat_value "$stress" errors)"; ret=1; }
 	case $eot in *"End of test: SUCCESS"*) ;; *) echo "not SUCCESS"; ret=1 ;; esac
 	rm -f "$stress"
