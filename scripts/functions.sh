@@ -87,10 +87,13 @@ nmc_run_logged() {
 	return "$rc"
 }
 
-# Config fragments that make up a kernel flavour, in merge order.
+# Config fragments that make up a kernel flavour, in merge order: the
+# selftests' kselftest-style `config`, and for `debug` the lock, memory and
+# object debugging on top (`config.debug`).
 nmc_flavour_fragments() {
 	case $1 in
 	default) echo "$NMC_SELFTEST_DIR/config" ;;
+	debug) echo "$NMC_SELFTEST_DIR/config $NMC_SELFTEST_DIR/config.debug" ;;
 	*) return 1 ;;
 	esac
 }
