@@ -116,8 +116,11 @@ static ssize_t nmiclock_debugfs_write(struct file *file, const char __user *ubuf
 	char *buf;
 	int ret;
 
-	if (len == 0 || len > NMICLOCK_WRITE_MAX)
+	if (len == 0 || len > NMICLOCK_WRITE_MAX) {
+		pr_err("%pD: a write of %zu bytes; want 1..%d\n", file, len,
+		       NMICLOCK_WRITE_MAX);
 		return -EINVAL;
+	}
 	buf = memdup_user_nul(ubuf, len);
 	if (IS_ERR(buf))
 		return PTR_ERR(buf);

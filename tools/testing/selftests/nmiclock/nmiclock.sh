@@ -360,7 +360,10 @@ t_bad_params() {
 		acct=CMPXCHG acct=irq_save counter_bits=15 \
 		counter_bits=65 counter_bits=0 counter_bits=abc counter_bits=-1 \
 		counter_bits=99999999999 "counter_bits= 32" counter_bits=0x20 \
-		tear_window_ns=1000001 tear_window_ns=x tear_window_ns=-5 tear_window_ns=; do
+		tear_window_ns=1000001 tear_window_ns=x tear_window_ns=-5 tear_window_ns= \
+		nmi_source=nmi nmi_source= nmi_source=IPI period_us=0 period_us=9 \
+		period_us=1000001 update_us=-1 update_us=1000001 duration_s=0 \
+		duration_s=86401 autostart=2 autostart=yes; do
 		name=${p%%=*}
 		before=$(dmesg | wc -l)
 		err=$(insmod "$module" "$p" 2>&1) && { echo "$p: loaded"; unload; ret=1; continue; }
@@ -587,6 +590,84 @@ t_hotplug() {
 	return $ret
 }
 
+# snapshot: what a refused write must not change.
+snapshot() {
+	cat "$DIR/config" "$DIR/control"
+	grep -E '^(samples|acct_updates|stats_reads):' "$DIR/stats" | grep -v stats_reads
+	stat_value "$DIR/check" runs
+	stat_value "$DIR/acct" runs
+	stat_value "$DIR/acct_bench" rounds
+}
+
+# Hostile input: every writable file gets hundreds of malformed writes
+# (fixed nasty values and random bytes); each must be refused and change
+# nothing. Values that are valid for some file are not sent.
+t_hostile_writes() {
+	load || { echo "insmod failed"; return 1; }
+	ret=0
+	before=$(snapshot)
+	long=$(head -c 300 /dev/zero | tr '\0' 7)
+	huge=$(head -c 4000 /dev/zero | tr '\0' a)
+	n=0
+	for f in control config check acct acct_bench; do
+		for v in "" " " "	" "-1" "-0" "+1" "0x10" "1e3" "1.5" "99999999999999999999" \
+			"abc" "st art" "START" "stop now" "reset!" "key=" "=v" "a=b=c" \
+			"clock=latch clock=seqcount" "clock=latch;" "duration_s=1s" \
+			"period_us=0010x" "$long" "$huge" "$(printf '1\n2')" \
+			"$(printf 'start\nstop')" "$(printf '\377\376')" "%n%s%x" "../../etc"; do
+			n=$((n + 1))
+			if echo "$v" >"$DIR/$f" 2>/dev/null; then
+				echo "$f accepted '$(printf '%s' "$v" | cut -c1-40)'"
+				ret=1
+			fi
+		done
+		# Embedded NUL: "start", NUL, "x".
+		n=$((n + 1))
+		if printf 'start\000x' >"$DIR/$f" 2>/dev/null; then
+			echo "$f accepted start<NUL>x"
+			ret=1
+		fi
+		i=0
+		while [ $i -lt 60 ]; do
+			len=$(( $(od -An -N1 -tu1 /dev/urandom) + 1 ))
+			head -c "$len" /dev/urandom >/tmp/nmiclock-fuzz
+			n=$((n + 1))
+			if cat /tmp/nmiclock-fuzz >"$DIR/$f" 2>/dev/null; then
+				echo "$f accepted $len random bytes:"
+				od -An -tx1 /tmp/nmiclock-fuzz | head -n 2
+				ret=1
+			fi
+			i=$((i + 1))
+		done
+	done
+	rm -f /tmp/nmiclock-fuzz
+	after=$(snapshot)
+	[ "$before" = "$after" ] || { echo "refused writes changed something:"; echo "$before" > /tmp/a; echo "$after" > /tmp/b; diff /tmp/a /tmp/b; ret=1; }
+	echo "$n malformed writes refused"
+	unload || ret=1
+	return $ret
+}
+
+t_start_stop_cycles() {
+	wait_tsc
+	ret=0
+	before=$(dmesg | wc -l)
+	i=1
+	while [ $i -le 50 ]; do
+		load duration_s=60 || { echo "cycle $i: insmod failed"; return 1; }
+		echo start >"$DIR/control" || { echo "cycle $i: start failed"; ret=1; }
+		echo stop >"$DIR/control" || { echo "cycle $i: stop failed"; ret=1; }
+		unload || { echo "cycle $i: rmmod failed"; return 1; }
+		left=$(left_behind)
+		[ -z "$left" ] || { echo "cycle $i: $left"; return 1; }
+		i=$((i + 1))
+	done
+	n=$(dmesg | tail -n +"$((before + 1))" | grep -c 'End of test: SUCCESS (stop written to control)')
+	echo "50 cycles, $n End of test lines"
+	[ "$n" = 50 ] || { echo "want 50 End of test lines"; ret=1; }
+	return $ret
+}
+
 # expect_refused FILE VALUE ERRNO-TEXT: a write must fail with that error
 # (echo, whose write error names the errno; busybox printf may not).
 expect_refused() {
@@ -690,7 +771,7 @@ fi
 sample=$(dirname "$module")/samples/nmiclock_sample.ko
 [ -e "$sample" ] || sample=$(dirname "$module")/nmiclock_sample.ko
 
-ktap_plan 33
+ktap_plan 35
 echo "# module: $module"
 # Suspected leaks from before the suite are not ours.
 [ -e "$KMEMLEAK" ] && echo clear >"$KMEMLEAK"
@@ -731,6 +812,8 @@ run_case "rmmod during a run stops it cleanly" t_rmmod_running
 run_case "CPU hotplug during a run: sources follow the CPU, no error" t_hotplug
 run_case "control and config: wrong state EBUSY, bad input EINVAL, nothing changed" t_control_config
 run_case "histogram, percpu, anomalies and file modes" t_inspection_files
+run_case "hostile input: malformed writes to every writable file refused, nothing changed" t_hostile_writes
+run_case "50 load/start/stop/unload cycles" t_start_stop_cycles
 run_case "kmemleak finds no leak after unload (debug kernels)" t_kmemleak
 run_case "kernel log has no splats" t_kernel_log_clean
 ktap_finish
