@@ -92,6 +92,30 @@ skip_all() {
 }
 
 # --- helpers --------------------------------------------------------------------
+
+# mark NAME: writes a marker into the kernel log; log_since NAME prints the
+# log after it. The ring buffer can wrap (lots of logging, small buffers),
+# so counting lines would go wrong; if the marker itself is gone, the whole
+# buffer is printed (and a note to stderr).
+mark() {
+	echo "nmiclock-selftest[$$]: mark $1" >/dev/kmsg
+}
+
+log_since() {
+	# Lines after the last line that ends with the marker.
+	out=$(dmesg | awk -v m="nmiclock-selftest[$$]: mark $1" '
+		{
+			i = index($0, m)
+			if (i && i + length(m) == length($0) + 1) { n = 0; seen = 1; next }
+		}
+		seen { line[n++] = $0 }
+		END { for (j = 0; j < n; j++) print line[j] }')
+	if [ -z "$out" ] && ! dmesg | grep -q "nmiclock-selftest\[$$\]: mark $1\$"; then
+		echo "(kernel log wrapped past mark $1: whole log)" >&2
+		out=$(dmesg)
+	fi
+	printf '%s\n' "$out"
+}
 is_loaded() {
 	grep -q '^nmiclock ' /proc/modules
 }
@@ -115,13 +139,14 @@ is_number() {
 
 # --- cases ------------------------------------------------------------------------
 t_insmod() {
+	mark insmod
 	load || { echo "insmod $module failed"; return 1; }
 	is_loaded || { echo "insmod succeeded but nmiclock is not in /proc/modules"; return 1; }
 }
 
 t_load_message() {
 	is_loaded || { echo "SKIP: module not loaded"; return 4; }
-	dmesg | tail -n 50 | grep -q 'nmiclock: loaded: version ' && return 0
+	log_since insmod | grep -q 'nmiclock: loaded: version ' && return 0
 	echo "no 'nmiclock: loaded: version' line in the kernel log"
 	return 1
 }
@@ -233,7 +258,7 @@ t_kmemleak() {
 }
 
 t_kernel_log_clean() {
-	found=$(dmesg | tail -n +"$((dmesg_start + 1))" | grep -E "$SPLAT_RE")
+	found=$(log_since suite | grep -v 'nmiclock-selftest\[' | grep -E "$SPLAT_RE")
 	[ -z "$found" ] && return 0
 	echo "kernel log reports problems since the suite started:"
 	echo "$found"
@@ -345,9 +370,10 @@ t_sample() {
 	[ -e "$sample" ] || { echo "SKIP: $sample not found"; return 4; }
 	load || { echo "insmod nmiclock failed"; return 1; }
 	ret=0
+	mark sample
 	insmod "$sample" || { echo "insmod $sample failed"; ret=1; }
-	dmesg | tail -n 20 | grep 'nmiclock_sample: ' | sed 's/^\[[^]]*\] //'
-	dmesg | tail -n 20 | grep -q 'nmiclock_sample: 5 reads, monotonic' ||
+	log_since sample | grep 'nmiclock_sample: ' | sed 's/^\[[^]]*\] //'
+	log_since sample | grep -q 'nmiclock_sample: 5 reads, monotonic' ||
 		{ echo "no 'nmiclock_sample: 5 reads, monotonic' in the kernel log"; ret=1; }
 	rmmod nmiclock_sample || { echo "rmmod nmiclock_sample failed"; ret=1; }
 	unload || ret=1
@@ -365,14 +391,15 @@ t_bad_params() {
 		period_us=1000001 update_us=-1 update_us=1000001 duration_s=0 \
 		duration_s=86401 autostart=2 autostart=yes; do
 		name=${p%%=*}
-		before=$(dmesg | wc -l)
+		k=$((k + 1))
+		mark "param$k"
 		err=$(insmod "$module" "$p" 2>&1) && { echo "$p: loaded"; unload; ret=1; continue; }
 		case $err in
 		*"Invalid argument"*) ;;
 		*) echo "$p: want EINVAL, got: $err"; ret=1 ;;
 		esac
 		is_loaded && { echo "$p: module loaded anyway"; unload; ret=1; }
-		msg=$(dmesg | tail -n +"$((before + 1))" | grep "nmiclock: .*$name" | head -n 1)
+		msg=$(log_since "param$k" | grep "nmiclock: .*$name" | head -n 1)
 		[ -n "$msg" ] || { echo "$p: no log line naming $name"; ret=1; }
 		echo "$p: ${msg#*] }"
 	done
@@ -464,7 +491,7 @@ stress_run() {
 	wait_tsc
 	load counter_bits=32 duration_s="$secs" "$@" || { echo "insmod $* failed"; return 1; }
 	stress=$(mktemp)
-	before=$(dmesg | wc -l)
+	mark stress
 	if ! echo start >"$DIR/control"; then
 		echo "start failed"
 		unload
@@ -476,7 +503,7 @@ stress_run() {
 		i=$((i + 1))
 	done
 	cat "$DIR/stats" >"$stress"
-	eot=$(dmesg | tail -n +"$((before + 1))" | grep 'nmiclock: End of test: ' | head -n 1)
+	eot=$(log_since stress | grep 'nmiclock: End of test: ' | head -n 1)
 	unload
 	[ "$(stat_value "$stress" state)" = done ] || { echo "the run did not end"; return 1; }
 	[ -n "$eot" ] || { echo "no End of test line"; return 1; }
@@ -534,9 +561,9 @@ t_stress_perf_sw() {
 t_stress_perf_hw() {
 	wait_tsc
 	load counter_bits=32 duration_s=3 nmi_source=perf_hw || { echo "insmod failed"; return 1; }
-	before=$(dmesg | wc -l)
+	mark perf_hw
 	if ! echo start >"$DIR/control" 2>/dev/null; then
-		why=$(dmesg | tail -n +"$((before + 1))" | grep -m1 'perf_hw' | sed 's/^\[[^]]*\] //')
+		why=$(log_since perf_hw | grep -m1 'nmiclock: .*perf_hw' | sed 's/^\[[^]]*\] //')
 		err=$(stat_value "$DIR/stats" perf_hw_error)
 		unload
 		[ "$err" != 0 ] || { echo "start failed but perf_hw_error is 0"; return 1; }
@@ -553,14 +580,14 @@ t_stress_perf_hw() {
 t_rmmod_running() {
 	wait_tsc
 	load duration_s=60 || { echo "insmod failed"; return 1; }
-	before=$(dmesg | wc -l)
+	mark rmmod_running
 	echo start >"$DIR/control" || { unload; echo "start failed"; return 1; }
 	sleep 1
 	[ "$(cat "$DIR/control")" = running ] || { echo "not running"; unload; return 1; }
 	unload || { echo "rmmod during a run failed"; return 1; }
 	left=$(left_behind)
 	[ -z "$left" ] || { echo "$left"; return 1; }
-	dmesg | tail -n +"$((before + 1))" | grep -q 'End of test: .*(module unloaded)' ||
+	log_since rmmod_running | grep -q 'End of test: .*(module unloaded)' ||
 		{ echo "no End of test line for the unloaded run"; return 1; }
 }
 
@@ -651,18 +678,20 @@ t_hostile_writes() {
 t_start_stop_cycles() {
 	wait_tsc
 	ret=0
-	before=$(dmesg | wc -l)
+	n=0
 	i=1
 	while [ $i -le 50 ]; do
 		load duration_s=60 || { echo "cycle $i: insmod failed"; return 1; }
+		mark "cycle$i"
 		echo start >"$DIR/control" || { echo "cycle $i: start failed"; ret=1; }
 		echo stop >"$DIR/control" || { echo "cycle $i: stop failed"; ret=1; }
+		log_since "cycle$i" | grep -q 'End of test: SUCCESS (stop written to control)' &&
+			n=$((n + 1))
 		unload || { echo "cycle $i: rmmod failed"; return 1; }
 		left=$(left_behind)
 		[ -z "$left" ] || { echo "cycle $i: $left"; return 1; }
 		i=$((i + 1))
 	done
-	n=$(dmesg | tail -n +"$((before + 1))" | grep -c 'End of test: SUCCESS (stop written to control)')
 	echo "50 cycles, $n End of test lines"
 	[ "$n" = 50 ] || { echo "want 50 End of test lines"; ret=1; }
 	return $ret
@@ -775,7 +804,7 @@ ktap_plan 35
 echo "# module: $module"
 # Suspected leaks from before the suite are not ours.
 [ -e "$KMEMLEAK" ] && echo clear >"$KMEMLEAK"
-dmesg_start=$(dmesg | wc -l)
+mark suite
 if is_loaded; then
 	echo "# nmiclock was loaded; unloading it first"
 	unload || echo "# rmmod nmiclock failed; insmod will fail too"
