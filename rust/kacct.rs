@@ -208,11 +208,11 @@ pub(crate) fn check_integrals() {
 /// integral_mismatches)`.
 pub(crate) fn totals() -> (u64, u64, u64, u64, u64) {
     (
-        total(|s| &s.updates),
-        total(|s| &s.races),
-        total(|s| &s.bad_deltas),
-        total(|s| &s.backwards),
-        total(|s| &s.mismatches),
+        SLOTS.sum(|s| &s.updates),
+        SLOTS.sum(|s| &s.races),
+        SLOTS.sum(|s| &s.bad_deltas),
+        SLOTS.sum(|s| &s.backwards),
+        SLOTS.sum(|s| &s.mismatches),
     )
 }
 
@@ -307,20 +307,18 @@ pub(crate) fn run(ms: u32) -> Result {
     ret
 }
 
-fn total(f: impl Fn(&AcctSlot) -> &AtomicU64) -> u64 {
-    SLOTS.iter().fold(0u64, |acc, (_, s)| {
-        acc.wrapping_add(f(s).load(Ordering::Relaxed))
-    })
-}
-
 /// Writes the updater's part of `stats`.
 pub(crate) fn show_stats(w: &mut impl Write) -> fmt::Result {
     writeln!(w, "acct: {}", strategy().name())?;
-    writeln!(w, "acct_updates: {}", total(|s| &s.updates))?;
-    writeln!(w, "acct_races: {}", total(|s| &s.races))?;
-    writeln!(w, "acct_bad_deltas: {}", total(|s| &s.bad_deltas))?;
-    writeln!(w, "acct_timexpd_backwards: {}", total(|s| &s.backwards))?;
-    writeln!(w, "acct_integral_mismatches: {}", total(|s| &s.mismatches))
+    writeln!(w, "acct_updates: {}", SLOTS.sum(|s| &s.updates))?;
+    writeln!(w, "acct_races: {}", SLOTS.sum(|s| &s.races))?;
+    writeln!(w, "acct_bad_deltas: {}", SLOTS.sum(|s| &s.bad_deltas))?;
+    writeln!(w, "acct_timexpd_backwards: {}", SLOTS.sum(|s| &s.backwards))?;
+    writeln!(
+        w,
+        "acct_integral_mismatches: {}",
+        SLOTS.sum(|s| &s.mismatches)
+    )
 }
 
 /// Writes the `acct` file: the last run's results, totals then per CPU.
@@ -337,15 +335,15 @@ pub(crate) fn show_run(w: &mut impl Write) -> fmt::Result {
     writeln!(w, "cpus: {}", RUN_CPUS.load(Ordering::Relaxed))?;
     writeln!(w, "irq_period_ns: {IRQ_PERIOD_NS}")?;
     writeln!(w, "min_delta_ns: {}", ffi::tick_nsec())?;
-    writeln!(w, "task_calls: {}", total(|s| &s.task_calls))?;
-    writeln!(w, "irq_calls: {}", total(|s| &s.irq_calls))?;
-    writeln!(w, "nmi_calls: {}", total(|s| &s.nmi_calls))?;
-    writeln!(w, "updates: {}", total(|s| &s.updates))?;
-    writeln!(w, "skips: {}", total(|s| &s.skips))?;
-    writeln!(w, "races: {}", total(|s| &s.races))?;
-    writeln!(w, "bad_deltas: {}", total(|s| &s.bad_deltas))?;
-    writeln!(w, "timexpd_backwards: {}", total(|s| &s.backwards))?;
-    writeln!(w, "integral_mismatches: {}", total(|s| &s.mismatches))?;
+    writeln!(w, "task_calls: {}", SLOTS.sum(|s| &s.task_calls))?;
+    writeln!(w, "irq_calls: {}", SLOTS.sum(|s| &s.irq_calls))?;
+    writeln!(w, "nmi_calls: {}", SLOTS.sum(|s| &s.nmi_calls))?;
+    writeln!(w, "updates: {}", SLOTS.sum(|s| &s.updates))?;
+    writeln!(w, "skips: {}", SLOTS.sum(|s| &s.skips))?;
+    writeln!(w, "races: {}", SLOTS.sum(|s| &s.races))?;
+    writeln!(w, "bad_deltas: {}", SLOTS.sum(|s| &s.bad_deltas))?;
+    writeln!(w, "timexpd_backwards: {}", SLOTS.sum(|s| &s.backwards))?;
+    writeln!(w, "integral_mismatches: {}", SLOTS.sum(|s| &s.mismatches))?;
     for (cpu, s) in SLOTS.iter() {
         let calls = s.task_calls.load(Ordering::Relaxed);
         if calls == 0 {

@@ -319,9 +319,9 @@ pub(crate) fn cpu_counts(cpu: u32) -> (u64, u64, u64) {
 /// Totals of `(clock_stalls, epoch_updates, wrap_overruns)`.
 pub(crate) fn totals() -> (u64, u64, u64) {
     (
-        sum(|s| &s.stalls),
-        sum(|s| &s.epoch_updates),
-        sum(|s| &s.wrap_overruns),
+        STATS.sum(|s| &s.stalls),
+        STATS.sum(|s| &s.epoch_updates),
+        STATS.sum(|s| &s.wrap_overruns),
     )
 }
 
@@ -331,20 +331,6 @@ pub(crate) fn conversion_in_use() -> (u32, u32) {
         let d = c.data();
         (d.mult, d.shift)
     })
-}
-
-fn sum(f: impl Fn(&CpuStats) -> &AtomicU64) -> u64 {
-    STATS.iter().fold(0u64, |acc, (_, s)| {
-        acc.wrapping_add(f(s).load(Ordering::Relaxed))
-    })
-}
-
-fn max_of(f: impl Fn(&CpuStats) -> &AtomicU64) -> u64 {
-    STATS
-        .iter()
-        .map(|(_, s)| f(s).load(Ordering::Relaxed))
-        .max()
-        .unwrap_or(0)
 }
 
 /// Writes the clock's part of `stats`.
@@ -364,13 +350,13 @@ pub(crate) fn show_stats(w: &mut impl Write) -> fmt::Result {
         INTERVAL_NS.load(Ordering::Relaxed)
     )?;
     writeln!(w, "now_ns: {now}")?;
-    writeln!(w, "clock_reads: {}", sum(|s| &s.reads))?;
-    writeln!(w, "clock_retries: {}", sum(|s| &s.retries))?;
-    writeln!(w, "clock_stalls: {}", sum(|s| &s.stalls))?;
-    writeln!(w, "epoch_updates: {}", sum(|s| &s.epoch_updates))?;
-    writeln!(w, "wrap_overruns: {}", sum(|s| &s.wrap_overruns))?;
-    writeln!(w, "epoch_update_skips: {}", sum(|s| &s.update_skips))?;
-    writeln!(w, "recalibrations: {}", sum(|s| &s.recalibrations))
+    writeln!(w, "clock_reads: {}", STATS.sum(|s| &s.reads))?;
+    writeln!(w, "clock_retries: {}", STATS.sum(|s| &s.retries))?;
+    writeln!(w, "clock_stalls: {}", STATS.sum(|s| &s.stalls))?;
+    writeln!(w, "epoch_updates: {}", STATS.sum(|s| &s.epoch_updates))?;
+    writeln!(w, "wrap_overruns: {}", STATS.sum(|s| &s.wrap_overruns))?;
+    writeln!(w, "epoch_update_skips: {}", STATS.sum(|s| &s.update_skips))?;
+    writeln!(w, "recalibrations: {}", STATS.sum(|s| &s.recalibrations))
 }
 
 // ---- the task-context check ---------------------------------------------------
@@ -496,15 +482,19 @@ pub(crate) fn show_check(w: &mut impl Write) -> fmt::Result {
         CHECK_DURATION_NS.load(Ordering::Relaxed) / 1_000_000
     )?;
     writeln!(w, "cpus: {}", CHECK_CPUS.load(Ordering::Relaxed))?;
-    writeln!(w, "reads: {}", sum(|s| &s.check_reads))?;
-    writeln!(w, "backwards: {}", sum(|s| &s.check_backwards))?;
+    writeln!(w, "reads: {}", STATS.sum(|s| &s.check_reads))?;
+    writeln!(w, "backwards: {}", STATS.sum(|s| &s.check_backwards))?;
     writeln!(
         w,
         "max_backstep_ns: {}",
-        max_of(|s| &s.check_max_backstep_ns)
+        STATS.max(|s| &s.check_max_backstep_ns)
     )?;
-    writeln!(w, "max_dev_ns: {}", max_of(|s| &s.check_max_dev_ns))?;
-    writeln!(w, "max_window_ns: {}", max_of(|s| &s.check_max_window_ns))?;
+    writeln!(w, "max_dev_ns: {}", STATS.max(|s| &s.check_max_dev_ns))?;
+    writeln!(
+        w,
+        "max_window_ns: {}",
+        STATS.max(|s| &s.check_max_window_ns)
+    )?;
     for (cpu, s) in STATS.iter() {
         let reads = s.check_reads.load(Ordering::Relaxed);
         if reads == 0 {

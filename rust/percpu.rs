@@ -6,10 +6,10 @@
 //!
 //! `T` is made of atomics: a context that migrates between looking up its
 //! slot and updating it updates another CPU's slot, which stays correct for
-//! totals. Readers sum over [`PerCpu::iter`].
+//! totals. Readers sum with [`PerCpu::sum`] (or take [`PerCpu::max`]).
 
 use core::ptr;
-use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 use kernel::prelude::*;
 
@@ -107,5 +107,20 @@ impl<T> PerCpu<T> {
     pub(crate) fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
         let n = self.len.load(Ordering::Relaxed) as u32;
         (0..n).filter_map(move |cpu| self.get(cpu).map(|slot| (cpu, slot)))
+    }
+
+    /// The total over every CPU of the counter `f` picks (wrapping).
+    pub(crate) fn sum(&self, f: impl Fn(&T) -> &AtomicU64) -> u64 {
+        self.iter().fold(0u64, |acc, (_, slot)| {
+            acc.wrapping_add(f(slot).load(Ordering::Relaxed))
+        })
+    }
+
+    /// The largest value over every CPU of the counter `f` picks.
+    pub(crate) fn max(&self, f: impl Fn(&T) -> &AtomicU64) -> u64 {
+        self.iter()
+            .map(|(_, slot)| f(slot).load(Ordering::Relaxed))
+            .max()
+            .unwrap_or(0)
     }
 }

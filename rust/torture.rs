@@ -907,24 +907,15 @@ struct Totals {
 
 impl Totals {
     fn now() -> Self {
-        let sum = |f: fn(&CpuRun) -> &AtomicU64| {
-            CPUS.iter().fold(0u64, |acc, (_, c)| {
-                acc.wrapping_add(f(c).load(Ordering::Relaxed))
-            })
-        };
         let (stalls, epoch_updates, wrap_overruns) = kclock::totals();
         let (acct_updates, acct_races, acct_bad, acct_backwards, acct_mismatches) = kacct::totals();
         Self {
-            samples: sum(|c| &c.samples),
-            nmi_samples: sum(|c| &c.nmi_samples),
-            torn: sum(|c| &c.torn),
-            backwards: sum(|c| &c.backwards),
-            cross: sum(|c| &c.cross),
-            max_backstep: CPUS
-                .iter()
-                .map(|(_, c)| c.max_backstep.load(Ordering::Relaxed))
-                .max()
-                .unwrap_or(0),
+            samples: CPUS.sum(|c| &c.samples),
+            nmi_samples: CPUS.sum(|c| &c.nmi_samples),
+            torn: CPUS.sum(|c| &c.torn),
+            backwards: CPUS.sum(|c| &c.backwards),
+            cross: CPUS.sum(|c| &c.cross),
+            max_backstep: CPUS.max(|c| &c.max_backstep),
             stalls,
             epoch_updates,
             wrap_overruns,
@@ -1024,27 +1015,10 @@ pub(crate) fn show_stats(w: &mut impl Write) -> fmt::Result {
         }
         writeln!(w, "{k}: {v}")?;
     }
-    writeln!(
-        w,
-        "nmi_leftovers: {}",
-        CPUS.iter().fold(0u64, |a, (_, c)| a
-            .wrapping_add(c.nmi_leftovers.load(Ordering::Relaxed)))
-    )?;
-    let wake = |f: fn(&CpuRun) -> &AtomicU64| {
-        CPUS.iter().fold(0u64, |a, (_, c)| {
-            a.wrapping_add(f(c).load(Ordering::Relaxed))
-        })
-    };
-    writeln!(w, "wakeups: {}", wake(|c| &c.wakeups))?;
-    writeln!(w, "late_wakeups: {}", wake(|c| &c.late_wakeups))?;
-    writeln!(
-        w,
-        "max_wake_latency_ns: {}",
-        CPUS.iter()
-            .map(|(_, c)| c.max_wake_ns.load(Ordering::Relaxed))
-            .max()
-            .unwrap_or(0)
-    )?;
+    writeln!(w, "nmi_leftovers: {}", CPUS.sum(|c| &c.nmi_leftovers))?;
+    writeln!(w, "wakeups: {}", CPUS.sum(|c| &c.wakeups))?;
+    writeln!(w, "late_wakeups: {}", CPUS.sum(|c| &c.late_wakeups))?;
+    writeln!(w, "max_wake_latency_ns: {}", CPUS.max(|c| &c.max_wake_ns))?;
     writeln!(w, "elapsed_ms: {}", elapsed_ms())?;
     writeln!(
         w,
