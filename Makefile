@@ -11,7 +11,8 @@
 #   make clean | modules_install | help
 #
 # The project's two main commands are scripts/run-main and scripts/run-tests
-# (see README.md); `make run` and `make check` call them.
+# (see README.md); `make run` and `make check` call them, and `make bench`
+# calls scripts/run-bench (the benchmark table).
 
 KDIR ?= /lib/modules/$(shell uname -r)/build
 FLAVOUR ?= default
@@ -47,7 +48,10 @@ run:
 check:
 	scripts/run-tests
 
-help:
-	@sed -n '3,15p' Makefile | sed 's/^# \{0,1\}//'
+bench:
+	scripts/run-bench
 
-.PHONY: all modules modules_install clean run check help
+help:
+	@sed -n '3,16p' Makefile | sed 's/^# \{0,1\}//'
+
+.PHONY: all modules modules_install clean run check bench help

@@ -12,7 +12,8 @@
 //! - [`HrTimer`]: a hard-IRQ hrtimer whose callback returns its next period;
 //! - [`run_on_each_cpu`]: a function run in a kthread on every online CPU;
 //! - small wrappers: CPU ids and counts, `tsc_khz`, `local_clock()`,
-//!   `ktime_get_mono_fast_ns()`, interrupts off, `ndelay()`, `cond_resched()`,
+//!   `ktime_get_mono_fast_ns()` and the other kernel clocks the benchmark
+//!   reads, interrupts or preemption off, `ndelay()`, `cond_resched()`,
 //!   `TICK_NSEC`, whether we run in a VM.
 
 use core::fmt;
@@ -86,6 +87,11 @@ mod raw {
         pub(super) fn nmiclock_tsc_khz() -> c_uint;
         pub(super) fn nmiclock_local_clock() -> u64;
         pub(super) fn nmiclock_mono_fast_ns() -> u64;
+        pub(super) fn nmiclock_sched_clock_kernel() -> u64;
+        pub(super) fn nmiclock_real_fast_ns() -> u64;
+        pub(super) fn nmiclock_ktime_get_ns() -> u64;
+        pub(super) fn nmiclock_preempt_disable();
+        pub(super) fn nmiclock_preempt_enable();
         pub(super) fn nmiclock_irq_save() -> c_ulong;
         pub(super) fn nmiclock_irq_restore(flags: c_ulong);
         pub(super) fn nmiclock_ndelay(ns: c_uint);
@@ -405,6 +411,43 @@ pub(crate) fn local_clock() -> u64 {
 pub(crate) fn mono_fast_ns() -> u64 {
     // SAFETY: No preconditions; callable from any context, NMI included.
     unsafe { raw::nmiclock_mono_fast_ns() }
+}
+
+/// The kernel's `sched_clock()`, in ns.
+#[inline]
+pub(crate) fn kernel_sched_clock() -> u64 {
+    // SAFETY: No preconditions; callable from any context.
+    unsafe { raw::nmiclock_sched_clock_kernel() }
+}
+
+/// The kernel's NMI-safe `ktime_get_real_fast_ns()` (what refscale's
+/// `scale_type=clock` reads).
+#[inline]
+pub(crate) fn real_fast_ns() -> u64 {
+    // SAFETY: No preconditions; callable from any context, NMI included.
+    unsafe { raw::nmiclock_real_fast_ns() }
+}
+
+/// The kernel's `ktime_get_ns()` (`CLOCK_MONOTONIC`, seqcount-protected:
+/// not for NMI context).
+#[inline]
+pub(crate) fn ktime_get_ns() -> u64 {
+    // SAFETY: No memory-safety preconditions. (In NMI context it could
+    // spin forever on a writer it interrupted; its only caller is the
+    // benchmark's readers, in task context.)
+    unsafe { raw::nmiclock_ktime_get_ns() }
+}
+
+/// Runs `f` with preemption disabled (interrupts still arrive).
+#[inline]
+pub(crate) fn with_preemption_disabled<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: Disabling preemption has no preconditions.
+    unsafe { raw::nmiclock_preempt_disable() };
+    let r = f();
+    // SAFETY: Matches the disable above, on this CPU (no migration while
+    // preemption is off).
+    unsafe { raw::nmiclock_preempt_enable() };
+    r
 }
 
 /// Runs `f` with local interrupts disabled (NMIs still arrive).

@@ -391,6 +391,29 @@ fn ratio(a: u64, b: u64) -> u64 {
     a.saturating_mul(100).checked_div(b).unwrap_or(0)
 }
 
+/// One task-context update of a private `rec` by strategy `s`, at the
+/// running clock's time, skipped when less than `min_delta` ns passed: what
+/// the benchmarks (`acct_bench`, and `bench`'s acct rows) time.
+#[inline]
+pub(crate) fn bench_update(s: &dyn AcctStrategy, rec: &AcctRecord, min_delta: u64) {
+    let o = s.update(
+        rec,
+        Update {
+            now: &mut || kclock::read().ns,
+            rss: 1_000,
+            vm: 4_096,
+            min_delta,
+            pause: &mut || {},
+        },
+    );
+    core::hint::black_box(o);
+}
+
+/// The strategies, in the order of `settings::ACCTS`, for `bench`.
+pub(crate) fn strategies() -> &'static [&'static dyn AcctStrategy] {
+    &STRATEGIES
+}
+
 /// Times `BENCH_LOOPS` task-context updates of a private record; returns
 /// hundredths of a ns per update.
 fn time_updates(s: &dyn AcctStrategy, min_delta: u64) -> u64 {
@@ -398,17 +421,7 @@ fn time_updates(s: &dyn AcctStrategy, min_delta: u64) -> u64 {
     rec.reset(kclock::read().ns);
     let t0 = ffi::local_clock();
     for _ in 0..BENCH_LOOPS {
-        let o = s.update(
-            &rec,
-            Update {
-                now: &mut || kclock::read().ns,
-                rss: 1_000,
-                vm: 4_096,
-                min_delta,
-                pause: &mut || {},
-            },
-        );
-        core::hint::black_box(o);
+        bench_update(s, &rec, min_delta);
     }
     let t1 = ffi::local_clock();
     t1.wrapping_sub(t0).saturating_mul(100) / BENCH_LOOPS

@@ -32,15 +32,16 @@ use crate::ffi;
 use crate::percpu::PerCpu;
 use crate::settings::{self, Key};
 
-static LATCH_TSC_ORDERED: Clock<Latch, TscOrdered> =
+pub(crate) static LATCH_TSC_ORDERED: Clock<Latch, TscOrdered> =
     Clock::new(Latch::new(), TscOrdered, ffi::mono_fast_ns);
-static LATCH_TSC: Clock<Latch, Tsc> = Clock::new(Latch::new(), Tsc, ffi::mono_fast_ns);
-static SEQCOUNT_TSC_ORDERED: Clock<Seqcount, TscOrdered> =
+pub(crate) static LATCH_TSC: Clock<Latch, Tsc> = Clock::new(Latch::new(), Tsc, ffi::mono_fast_ns);
+pub(crate) static SEQCOUNT_TSC_ORDERED: Clock<Seqcount, TscOrdered> =
     Clock::new(Seqcount::new(), TscOrdered, ffi::mono_fast_ns);
-static SEQCOUNT_TSC: Clock<Seqcount, Tsc> = Clock::new(Seqcount::new(), Tsc, ffi::mono_fast_ns);
-static UNPROTECTED_TSC_ORDERED: Clock<Unprotected, TscOrdered> =
+pub(crate) static SEQCOUNT_TSC: Clock<Seqcount, Tsc> =
+    Clock::new(Seqcount::new(), Tsc, ffi::mono_fast_ns);
+pub(crate) static UNPROTECTED_TSC_ORDERED: Clock<Unprotected, TscOrdered> =
     Clock::new(Unprotected::new(), TscOrdered, ffi::mono_fast_ns);
-static UNPROTECTED_TSC: Clock<Unprotected, Tsc> =
+pub(crate) static UNPROTECTED_TSC: Clock<Unprotected, Tsc> =
     Clock::new(Unprotected::new(), Tsc, ffi::mono_fast_ns);
 
 /// Every protection over every counter; the first is the default.
@@ -135,7 +136,7 @@ pub(crate) fn read() -> Reading {
 /// nmiclock's time in ns, for other modules (exported GPL by the glue).
 /// Callable from any context, NMI included.
 #[no_mangle]
-extern "C" fn nmiclock_sched_clock() -> u64 {
+pub(crate) extern "C" fn nmiclock_sched_clock() -> u64 {
     read().ns
 }
 
@@ -287,6 +288,45 @@ impl Drop for Running {
         // reference is alive.
         unsafe { STATS.uninstall() };
     }
+}
+
+/// For `bench`: starts every clock but the running one at the running
+/// one's time and conversion, so that reading any of them reads live data
+/// (none has an updater of its own: `bench` brings its own). Not while a
+/// `config` write may switch clocks (`bench` refuses those meanwhile).
+pub(crate) fn bench_prepare() {
+    let running = ACTIVE.load(Ordering::Acquire);
+    let Some(cur) = active() else {
+        return;
+    };
+    let d = cur.data();
+    let now = read().ns;
+    for (i, c) in CLOCKS.iter().enumerate() {
+        if i != running {
+            c.set_wait_budget_ns(50_000);
+            // Nothing else writes a clock that is not running.
+            let _ = c.start(now, d.mult, d.shift, d.mask);
+        }
+    }
+}
+
+/// For `bench`'s updaters: moves the epoch of clock `index` of the table
+/// (the running one, counted in `stats`, when `index` is out of range).
+/// Any context but NMI.
+pub(crate) fn bench_update_epoch(index: usize) {
+    match CLOCKS.get(index) {
+        Some(c) if index != ACTIVE.load(Ordering::Acquire) => {
+            let _ = c.update_epoch(&mut || {});
+        }
+        _ => update_epoch_counted(),
+    }
+}
+
+/// Index in the table of the clock with this protection and counter.
+pub(crate) fn index_of(protection: &str, counter: &str) -> Option<usize> {
+    CLOCKS
+        .iter()
+        .position(|c| c.protection() == protection && c.counter() == counter)
 }
 
 /// Zeroes the read and update counters (at the start of a stress run).

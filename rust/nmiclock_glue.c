@@ -516,6 +516,32 @@ u64 nmiclock_mono_fast_ns(void)
 	return ktime_get_mono_fast_ns();
 }
 
+/* The kernel clocks the benchmark reads beside nmiclock's. */
+u64 nmiclock_sched_clock_kernel(void)
+{
+	return sched_clock();
+}
+
+u64 nmiclock_real_fast_ns(void)
+{
+	return ktime_get_real_fast_ns();
+}
+
+u64 nmiclock_ktime_get_ns(void)
+{
+	return ktime_get_ns();
+}
+
+void nmiclock_preempt_disable(void)
+{
+	preempt_disable();
+}
+
+void nmiclock_preempt_enable(void)
+{
+	preempt_enable();
+}
+
 unsigned long nmiclock_irq_save(void)
 {
 	unsigned long flags;

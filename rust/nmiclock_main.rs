@@ -21,7 +21,10 @@
 //!   (`key: value` lines); `check` (write a duration in ms to run the
 //!   task-context clock check on every CPU; read its results); `acct`
 //!   (write a duration in ms to run the acct updater; read its results);
-//!   `acct_bench` (write a number of rounds to time the strategies).
+//!   `acct_bench` (write a number of rounds to time the strategies);
+//!   `bench` (write `run` for the refscale-style benchmark of every clock,
+//!   the kernel's clocks and the acct strategies; read its table; see
+//!   [`kbench`]).
 //! - One `pr_info` line on load, everything it created removed on unload.
 //!
 //! The kernel-independent core lives in `rust/nmiclock_core/src/`: each file
@@ -36,6 +39,8 @@ use kernel::prelude::*;
 
 #[path = "nmiclock_core/src/acct.rs"]
 pub mod acct;
+#[path = "nmiclock_core/src/bench.rs"]
+pub mod bench;
 #[path = "nmiclock_core/src/clock.rs"]
 pub mod clock;
 #[path = "nmiclock_core/src/counter.rs"]
@@ -49,6 +54,7 @@ pub mod spin;
 
 mod ffi;
 mod kacct;
+mod kbench;
 mod kclock;
 mod percpu;
 mod settings;
@@ -75,7 +81,7 @@ module! {
 }
 
 /// Version reported in `stats` and the load message.
-const VERSION: &str = "0.4.0";
+const VERSION: &str = "0.5.0";
 
 /// Range of the TSC conversion shown in `stats`: 600 s, in ms (the pair is
 /// computed from kHz, as the kernel's own `cyc2ns` does).
@@ -102,6 +108,11 @@ static ACCT_OPS: ffi::FileOps = ffi::FileOps {
 static ACCT_BENCH_OPS: ffi::FileOps = ffi::FileOps {
     show: |w| kacct::show_bench(w),
     write: Some(write_acct_bench),
+};
+
+static BENCH_OPS: ffi::FileOps = ffi::FileOps {
+    show: |w| kbench::show(w),
+    write: Some(kbench::write),
 };
 
 static CONTROL_OPS: ffi::FileOps = ffi::FileOps {
@@ -187,9 +198,9 @@ fn write_control(input: &[u8]) -> Result {
 /// `config`: `key=value`, while no run is in progress.
 fn write_config(input: &[u8]) -> Result {
     let (key, value) = settings::split(input)?;
-    if !torture::idle() {
+    if !torture::idle() || kbench::running() {
         pr_err!(
-            "config: {}={}: not while a run is in progress\n",
+            "config: {}={}: not while a run or benchmark is in progress\n",
             key,
             value
         );
@@ -259,6 +270,7 @@ impl kernel::Module for NmiClock {
             (c_str!("check"), 0o600, &CHECK_OPS),
             (c_str!("acct"), 0o600, &ACCT_OPS),
             (c_str!("acct_bench"), 0o600, &ACCT_BENCH_OPS),
+            (c_str!("bench"), 0o600, &BENCH_OPS),
             (c_str!("control"), 0o600, &CONTROL_OPS),
             (c_str!("config"), 0o600, &CONFIG_OPS),
             (c_str!("histogram"), 0o400, &HISTOGRAM_OPS),

@@ -102,6 +102,11 @@ nmc_kernel_version() {
 	dpkg-query -W -f='${Version}' "$NMC_KERNEL_PKG" 2>/dev/null
 }
 
+# The unpacked kernel source tree (scripts/provision unpacks it).
+nmc_kernel_src() {
+	echo "$NMC_CACHE/src/linux-$(nmc_kernel_version)"
+}
+
 # The inputs that decide whether a cached kernel build can be reused, one
 # per line.  A change in any of them gives a new cache key.
 nmc_kernel_key_inputs() {

@@ -18,6 +18,7 @@
 #![warn(missing_docs, unreachable_pub, unsafe_op_in_unsafe_fn)]
 
 pub mod acct;
+pub mod bench;
 pub mod clock;
 pub mod counter;
 pub mod cyc_ns;

@@ -1,0 +1,675 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The benchmark behind debugfs `bench`: what an NMI-safe read costs next to
+//! the kernel's own clocks, what each acct strategy costs, and what the NMI
+//! handler costs, measured the way the kernel's `refscale` measures a read
+//! primitive.
+//!
+//! A write of `run` (or of `loops=N nruns=N update_us=N`, see
+//! [`crate::bench::parse_args`]) runs it, blocking:
+//!
+//! 1. Two phases, `idle` and `updaters`. In each, a reader kthread on every
+//!    online CPU times every [`ROWS`] operation: for each of `nruns` runs,
+//!    all readers start together (a barrier), time `loops` operations in a
+//!    row with preemption off, and the run's figure is the mean over the
+//!    readers of ns per operation (refscale's `result_avg`). Then each
+//!    reader times [`SINGLES`] operations one by one, between two ordered
+//!    TSC reads, less the cheapest empty pair of reads, into a histogram:
+//!    p50, p99 and max. In `updaters`, a hard-IRQ hrtimer on every CPU
+//!    moves the epoch of the clock being read (for every other row, of the
+//!    running clock) every `update_us`: the writers the latch exists for.
+//! 2. A one-second stress run (`nmi_source` as set), whose NMI-context
+//!    samples are timed: the NMI handler's cost.
+//!
+//! Reading `bench` gives the table, with a ratio column (reads against
+//! `sched_clock()`, acct updates against `cmpxchg`), and then, for every
+//! row and phase, refscale's own `Runs`/`Time(ns)` table, which the kernel's
+//! `kvm-recheck-refscale.sh` reads.
+
+use core::fmt::{self, Write};
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+use kernel::ffi::c_uint;
+use kernel::prelude::*;
+
+use crate::acct::AcctRecord;
+use crate::bench::{median, parse_args, ratio_milli, BenchArgs, LatHist, Milli};
+use crate::clock::ClockSource;
+use crate::counter::{Counter, Tsc, TscOrdered};
+use crate::cyc_ns::cyc_to_ns;
+use crate::ffi;
+use crate::kacct;
+use crate::kclock;
+use crate::torture;
+
+/// One operation to time. `rec` is the reader's own acct record (only the
+/// acct rows use it).
+trait Op {
+    fn op(rec: &AcctRecord);
+}
+
+/// Times `loops` operations in a row (refscale's `readsection`).
+fn block<O: Op>(rec: &AcctRecord, loops: u32) {
+    for _ in 0..loops {
+        O::op(rec);
+    }
+}
+
+/// TSC cycles of one operation, between two ordered TSC reads.
+fn single<O: Op>(rec: &AcctRecord) -> u64 {
+    let t0 = TscOrdered.read();
+    O::op(rec);
+    TscOrdered.read().wrapping_sub(t0)
+}
+
+/// What a row measures, for the ratio column.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Group {
+    /// A clock read (or the bare counter): ratio against `sched_clock()`.
+    Read,
+    /// An acct update in the kernel's tick mode: ratio against `cmpxchg`'s.
+    AcctTick,
+    /// An acct update that applies every time: ratio against `cmpxchg`'s.
+    AcctApply,
+}
+
+/// One line of the table.
+struct Row {
+    name: &'static str,
+    group: Group,
+    /// Index into `kclock`'s table of the clock the updaters move while this
+    /// row runs; out of range for the running clock.
+    target: usize,
+    block: fn(&AcctRecord, u32),
+    single: fn(&AcctRecord) -> u64,
+}
+
+const fn row<O: Op>(name: &'static str, group: Group, target: usize) -> Row {
+    Row {
+        name,
+        group,
+        target,
+        block: block::<O>,
+        single: single::<O>,
+    }
+}
+
+/// An operation that reads a `u64` and discards it.
+macro_rules! read_op {
+    ($ty:ident, $read:expr) => {
+        struct $ty;
+        impl Op for $ty {
+            #[inline(always)]
+            fn op(_: &AcctRecord) {
+                core::hint::black_box($read);
+            }
+        }
+    };
+}
+
+read_op!(RdtscOrdered, TscOrdered.read());
+read_op!(Rdtsc, Tsc.read());
+read_op!(SchedClock, ffi::kernel_sched_clock());
+read_op!(LocalClock, ffi::local_clock());
+read_op!(MonoFast, ffi::mono_fast_ns());
+read_op!(RealFast, ffi::real_fast_ns());
+read_op!(KtimeGetNs, ffi::ktime_get_ns());
+read_op!(NmiclockSchedClock, kclock::nmiclock_sched_clock());
+read_op!(LatchOrdered, kclock::LATCH_TSC_ORDERED.read().ns);
+read_op!(LatchBare, kclock::LATCH_TSC.read().ns);
+read_op!(SeqcountOrdered, kclock::SEQCOUNT_TSC_ORDERED.read().ns);
+read_op!(SeqcountBare, kclock::SEQCOUNT_TSC.read().ns);
+read_op!(
+    UnprotectedOrdered,
+    kclock::UNPROTECTED_TSC_ORDERED.read().ns
+);
+read_op!(UnprotectedBare, kclock::UNPROTECTED_TSC.read().ns);
+
+/// The kernel's tick (`TICK_NSEC`), read once per benchmark.
+static TICK_NS: AtomicU64 = AtomicU64::new(0);
+
+/// One acct update of the reader's record by strategy `S`: in the tick
+/// mode (`TICK`: less than a tick since the last one is skipped, as most
+/// system calls are) or applying every time.
+struct AcctOp<const S: usize, const TICK: bool>;
+
+impl<const S: usize, const TICK: bool> Op for AcctOp<S, TICK> {
+    #[inline(always)]
+    fn op(rec: &AcctRecord) {
+        if let Some(s) = kacct::strategies().get(S) {
+            let min_delta = if TICK {
+                TICK_NS.load(Ordering::Relaxed)
+            } else {
+                0
+            };
+            kacct::bench_update(*s, rec, min_delta);
+        }
+    }
+}
+
+/// Out of range of `kclock`'s table: the updaters move the running clock.
+const RUNNING: usize = usize::MAX;
+
+/// `kclock`'s table index of a clock, at compile time (the table's order:
+/// protections latch, seqcount, unprotected, each over tsc_ordered, tsc).
+const fn clock_index(protection: usize, bare: bool) -> usize {
+    protection * 2 + bare as usize
+}
+
+/// Row of `sched_clock()`, the reads' reference.
+const SCHED_CLOCK_ROW: usize = 2;
+/// First row of each acct mode (`cmpxchg`, the acct reference).
+const ACCT_TICK_ROW: usize = 14;
+const ACCT_APPLY_ROW: usize = 17;
+
+const NROWS: usize = 20;
+
+static ROWS: [Row; NROWS] = [
+    row::<RdtscOrdered>("rdtsc_ordered (floor)", Group::Read, RUNNING),
+    row::<Rdtsc>("rdtsc (floor)", Group::Read, RUNNING),
+    row::<SchedClock>("sched_clock()", Group::Read, RUNNING),
+    row::<LocalClock>("local_clock()", Group::Read, RUNNING),
+    row::<MonoFast>("ktime_get_mono_fast_ns()", Group::Read, RUNNING),
+    row::<RealFast>("ktime_get_real_fast_ns()", Group::Read, RUNNING),
+    row::<KtimeGetNs>("ktime_get_ns()", Group::Read, RUNNING),
+    row::<NmiclockSchedClock>("nmiclock_sched_clock()", Group::Read, RUNNING),
+    row::<LatchOrdered>("latch/tsc_ordered", Group::Read, clock_index(0, false)),
+    row::<LatchBare>("latch/tsc", Group::Read, clock_index(0, true)),
+    row::<SeqcountOrdered>("seqcount/tsc_ordered", Group::Read, clock_index(1, false)),
+    row::<SeqcountBare>("seqcount/tsc", Group::Read, clock_index(1, true)),
+    row::<UnprotectedOrdered>(
+        "unprotected/tsc_ordered",
+        Group::Read,
+        clock_index(2, false),
+    ),
+    row::<UnprotectedBare>("unprotected/tsc", Group::Read, clock_index(2, true)),
+    row::<AcctOp<0, true>>("acct cmpxchg (tick)", Group::AcctTick, RUNNING),
+    row::<AcctOp<1, true>>("acct irqsave (tick)", Group::AcctTick, RUNNING),
+    row::<AcctOp<2, true>>("acct racy (tick)", Group::AcctTick, RUNNING),
+    row::<AcctOp<0, false>>("acct cmpxchg (apply)", Group::AcctApply, RUNNING),
+    row::<AcctOp<1, false>>("acct irqsave (apply)", Group::AcctApply, RUNNING),
+    row::<AcctOp<2, false>>("acct racy (apply)", Group::AcctApply, RUNNING),
+];
+
+/// The phases: without and with the epoch updaters.
+const PHASES: [&str; 2] = ["idle", "updaters"];
+
+/// Operations timed one by one per reader per run.
+const SINGLES: u32 = 100;
+
+/// Most runs kept (`nruns` is at most this).
+const MAX_NRUNS: usize = BenchArgs::NRUNS.1 as usize;
+
+/// Length of the stress run that times the NMI handler, in µs.
+const NMI_RUN_US: u32 = 1_000_000;
+
+const IDLE: u32 = 0;
+const BUSY: u32 = 1;
+const DONE: u32 = 2;
+
+static STATE: AtomicU32 = AtomicU32::new(IDLE);
+
+// The run in progress (set by the writer before the readers start).
+static LOOPS: AtomicU32 = AtomicU32::new(0);
+static NRUNS: AtomicU32 = AtomicU32::new(0);
+static UPDATE_NS: AtomicU64 = AtomicU64::new(0);
+static PHASE: AtomicUsize = AtomicUsize::new(0);
+static CPUS: AtomicU32 = AtomicU32::new(0);
+static ELAPSED_MS: AtomicU64 = AtomicU64::new(0);
+
+// The readers' rendezvous: a generation-counting barrier.
+static READERS: AtomicU32 = AtomicU32::new(0);
+static JOINED: AtomicU32 = AtomicU32::new(0);
+static ARRIVED: AtomicU32 = AtomicU32::new(0);
+static GENERATION: AtomicU32 = AtomicU32::new(0);
+
+/// The clock the updaters move (a `kclock` table index, or [`RUNNING`]).
+static UPDATE_TARGET: AtomicUsize = AtomicUsize::new(RUNNING);
+
+/// Sum over the readers of this run's thousandths of a ns per operation.
+static RUN_SUM: AtomicU64 = AtomicU64::new(0);
+/// Single-operation costs of the row in progress.
+static HIST: LatHist = LatHist::new();
+
+/// Per row and phase: each run's thousandths of a ns per operation.
+static RUNS: [[[AtomicU64; MAX_NRUNS]; 2]; NROWS] =
+    [const { [const { [const { AtomicU64::new(0) }; MAX_NRUNS] }; 2] }; NROWS];
+
+/// Per row and phase: median (thousandths of a ns), p50, p99, max (ns).
+static SUMMARY: [[[AtomicU64; 4]; 2]; NROWS] =
+    [const { [const { [const { AtomicU64::new(0) }; 4] }; 2] }; NROWS];
+
+/// The NMI handler's cost: samples, p50, p99, max (ns); and whether the run
+/// that measured it could start (0: no, 1: yes).
+static NMI: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
+
+/// Waits until every reader has arrived. The last to arrive opens the next
+/// generation; the others spin (task context, so they let the scheduler
+/// in now and then).
+fn barrier() {
+    let gen = GENERATION.load(Ordering::Acquire);
+    let arrived = ARRIVED.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
+    if arrived >= READERS.load(Ordering::Relaxed) {
+        ARRIVED.store(0, Ordering::Relaxed);
+        GENERATION.store(gen.wrapping_add(1), Ordering::Release);
+        return;
+    }
+    let mut spins = 0u32;
+    while GENERATION.load(Ordering::Acquire) == gen {
+        core::hint::spin_loop();
+        spins = spins.wrapping_add(1);
+        if spins % 4096 == 0 {
+            ffi::cond_resched();
+        }
+    }
+}
+
+/// The updaters' hrtimer callback (hard-IRQ context, one per CPU).
+extern "C" fn updater() -> u64 {
+    kclock::bench_update_epoch(UPDATE_TARGET.load(Ordering::Relaxed));
+    UPDATE_NS.load(Ordering::Relaxed)
+}
+
+/// TSC cycles of the cheapest of many empty pairs of ordered reads: the
+/// timing overhead taken off every single-operation figure.
+fn timing_overhead() -> u64 {
+    ffi::with_preemption_disabled(|| {
+        (0..1000)
+            .map(|_| {
+                let t0 = TscOrdered.read();
+                TscOrdered.read().wrapping_sub(t0)
+            })
+            .min()
+            .unwrap_or(0)
+    })
+}
+
+/// Stores a row's summary for a phase from its runs and the histogram.
+fn summarize(ri: usize, phase: usize, nruns: usize) {
+    let (Some(runs), Some(sum)) = (
+        RUNS.get(ri).and_then(|r| r.get(phase)),
+        SUMMARY.get(ri).and_then(|r| r.get(phase)),
+    ) else {
+        return;
+    };
+    let mut v = [0u64; MAX_NRUNS];
+    for (d, s) in v.iter_mut().zip(runs.iter()).take(nruns) {
+        *d = s.load(Ordering::Relaxed);
+    }
+    let values = [
+        median(v.get_mut(..nruns).unwrap_or(&mut [])),
+        HIST.quantile(500),
+        HIST.quantile(990),
+        HIST.max(),
+    ];
+    for (d, s) in sum.iter().zip(values) {
+        d.store(s, Ordering::Relaxed);
+    }
+}
+
+/// One CPU's reader, for one phase (a kthread bound to the CPU).
+extern "C" fn reader(_cpu: c_uint) {
+    // CPU hotplug waits while the readers run: the count is stable.
+    let n = ffi::num_online_cpus();
+    READERS.store(n, Ordering::Relaxed);
+    let leader = JOINED.fetch_add(1, Ordering::Relaxed) == 0;
+    let phase = PHASE.load(Ordering::Relaxed);
+    let loops = LOOPS.load(Ordering::Relaxed).max(1);
+    let nruns = (NRUNS.load(Ordering::Relaxed) as usize).min(MAX_NRUNS);
+    let (mult, shift) = kclock::conversion_in_use();
+    let overhead = timing_overhead();
+    // The updater of this CPU: started here, so it fires here.
+    let timer = if phase == 1 {
+        ffi::HrTimer::new(updater).ok()
+    } else {
+        None
+    };
+    if let Some(t) = &timer {
+        t.start(UPDATE_NS.load(Ordering::Relaxed));
+    }
+    let rec = AcctRecord::new();
+    for (ri, row) in ROWS.iter().enumerate() {
+        for run in 0..nruns {
+            if leader && run == 0 {
+                UPDATE_TARGET.store(row.target, Ordering::Relaxed);
+            }
+            barrier();
+            rec.reset(kclock::read().ns);
+            if run == 0 {
+                // Warm caches and branch predictors, as refscale does.
+                (row.block)(&rec, loops.min(1_000));
+            }
+            let ns = ffi::with_preemption_disabled(|| {
+                let t0 = ffi::mono_fast_ns();
+                (row.block)(&rec, loops);
+                ffi::mono_fast_ns().wrapping_sub(t0)
+            });
+            RUN_SUM.fetch_add(
+                ns.saturating_mul(1_000) / u64::from(loops),
+                Ordering::Relaxed,
+            );
+            ffi::with_preemption_disabled(|| {
+                for _ in 0..SINGLES {
+                    let cyc = (row.single)(&rec).saturating_sub(overhead);
+                    HIST.record(cyc_to_ns(cyc, mult, shift));
+                }
+            });
+            barrier();
+            if leader {
+                let avg = RUN_SUM.swap(0, Ordering::Relaxed) / u64::from(n.max(1));
+                if let Some(slot) = RUNS
+                    .get(ri)
+                    .and_then(|r| r.get(phase))
+                    .and_then(|r| r.get(run))
+                {
+                    slot.store(avg, Ordering::Relaxed);
+                }
+                if run + 1 == nruns {
+                    summarize(ri, phase, nruns);
+                    HIST.clear();
+                }
+            }
+        }
+        ffi::cond_resched();
+    }
+    // Dropping the timer cancels it.
+    drop(timer);
+}
+
+/// Times the NMI handler: a one-second stress run with the settings in
+/// force, whose NMI-context samples `torture` times.
+fn measure_nmi_handler() {
+    for a in &NMI {
+        a.store(0, Ordering::Relaxed);
+    }
+    if torture::start().is_err() {
+        return;
+    }
+    ffi::sleep_us(NMI_RUN_US);
+    // A `stop` written meanwhile ended it already: nothing to do then.
+    let _ = torture::stop("bench: NMI handler timed");
+    let h = &torture::NMI_HANDLER_NS;
+    for (a, v) in NMI
+        .iter()
+        .zip([h.count(), h.quantile(500), h.quantile(990), h.max(), 1])
+    {
+        a.store(v, Ordering::Relaxed);
+    }
+}
+
+/// Whether a benchmark is running (settings must not change meanwhile).
+pub(crate) fn running() -> bool {
+    STATE.load(Ordering::Acquire) == BUSY
+}
+
+/// Handles a write to `bench`: parses it, runs the benchmark (blocking).
+/// `EINVAL` for a bad write, `EBUSY` while a benchmark, a stress run or an
+/// acct run is in progress; nothing changes then.
+pub(crate) fn write(input: &[u8]) -> Result {
+    let args = parse_args(input).map_err(|e| {
+        pr_err!(
+            "bench: bad argument '{}'; want {}\n",
+            kernel::str::BStr::from_bytes(e.token),
+            e.want
+        );
+        EINVAL
+    })?;
+    // The clock rows name their updater's target by table position.
+    for r in &ROWS {
+        if let Some((p, c)) = r.name.split_once('/') {
+            if kclock::index_of(p, c) != Some(r.target) {
+                pr_err!(
+                    "bench: {} is not where it was expected in kclock's table\n",
+                    r.name
+                );
+                return Err(EINVAL);
+            }
+        }
+    }
+    let from = STATE.load(Ordering::Acquire);
+    if from == BUSY
+        || STATE
+            .compare_exchange(from, BUSY, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+    {
+        pr_err!("bench: a benchmark is already running\n");
+        return Err(EBUSY);
+    }
+    if !torture::idle() || !kacct::try_claim() {
+        STATE.store(from, Ordering::Release);
+        pr_err!("bench: not while a stress run or an acct run is in progress\n");
+        return Err(EBUSY);
+    }
+    let t0 = ffi::local_clock();
+    LOOPS.store(args.loops, Ordering::Relaxed);
+    NRUNS.store(args.nruns, Ordering::Relaxed);
+    UPDATE_NS.store(u64::from(args.update_us) * 1_000, Ordering::Relaxed);
+    TICK_NS.store(ffi::tick_nsec(), Ordering::Relaxed);
+    CPUS.store(ffi::num_online_cpus(), Ordering::Relaxed);
+    kclock::bench_prepare();
+    HIST.clear();
+    RUN_SUM.store(0, Ordering::Relaxed);
+    let mut ret = Ok(());
+    for phase in 0..PHASES.len() {
+        PHASE.store(phase, Ordering::Relaxed);
+        JOINED.store(0, Ordering::Relaxed);
+        ARRIVED.store(0, Ordering::Relaxed);
+        ret = ffi::run_on_each_cpu(reader);
+        if ret.is_err() {
+            break;
+        }
+    }
+    UPDATE_TARGET.store(RUNNING, Ordering::Relaxed);
+    kacct::release();
+    if ret.is_ok() {
+        measure_nmi_handler();
+    }
+    ELAPSED_MS.store(
+        ffi::local_clock().wrapping_sub(t0) / 1_000_000,
+        Ordering::Relaxed,
+    );
+    match ret {
+        Ok(()) => {
+            STATE.store(DONE, Ordering::Release);
+            pr_info!(
+                "bench: done in {} ms: loops={} nruns={} update_us={} on {} CPUs; see /sys/kernel/debug/nmiclock/bench\n",
+                ELAPSED_MS.load(Ordering::Relaxed),
+                args.loops,
+                args.nruns,
+                args.update_us,
+                CPUS.load(Ordering::Relaxed)
+            );
+        }
+        Err(e) => {
+            STATE.store(IDLE, Ordering::Release);
+            pr_err!("bench: cannot start the readers (error {})\n", e.to_errno());
+        }
+    }
+    ret
+}
+
+fn summary(ri: usize, phase: usize, i: usize) -> u64 {
+    SUMMARY
+        .get(ri)
+        .and_then(|r| r.get(phase))
+        .and_then(|r| r.get(i))
+        .map_or(0, |a| a.load(Ordering::Relaxed))
+}
+
+/// The ratio column of a row: against `sched_clock()` for reads, against
+/// `cmpxchg` in the same mode for acct updates.
+fn ratio(ri: usize, group: Group, phase: usize) -> Option<u64> {
+    let base = match group {
+        Group::Read => SCHED_CLOCK_ROW,
+        Group::AcctTick => ACCT_TICK_ROW,
+        Group::AcctApply => ACCT_APPLY_ROW,
+    };
+    ratio_milli(summary(ri, phase, 0), summary(base, phase, 0))
+}
+
+/// A ratio, or `-` when its reference read as 0.
+struct Ratio(Option<u64>);
+
+impl fmt::Display for Ratio {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            // Two decimals are all a ratio of medians is good for.
+            Some(m) => f.pad(&Line::from_fmt(format_args!(
+                "{}.{:02}",
+                m / 1000,
+                (m % 1000) / 10
+            ))),
+            None => f.pad("-"),
+        }
+    }
+}
+
+/// A short line built on the stack, to pad formatted values.
+struct Line {
+    buf: [u8; 32],
+    len: usize,
+}
+
+impl Line {
+    fn from_fmt(args: fmt::Arguments<'_>) -> Self {
+        let mut l = Line {
+            buf: [0; 32],
+            len: 0,
+        };
+        let _ = l.write_fmt(args);
+        l
+    }
+}
+
+impl core::ops::Deref for Line {
+    type Target = str;
+    fn deref(&self) -> &str {
+        core::str::from_utf8(self.buf.get(..self.len).unwrap_or(&[])).unwrap_or("")
+    }
+}
+
+impl Write for Line {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let end = self.len.checked_add(s.len()).ok_or(fmt::Error)?;
+        let dst = self.buf.get_mut(self.len..end).ok_or(fmt::Error)?;
+        dst.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+/// Writes the `bench` file: the table, then refscale's tables.
+pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
+    let state = STATE.load(Ordering::Acquire);
+    let nruns = NRUNS.load(Ordering::Relaxed) as usize;
+    match state {
+        BUSY => return writeln!(w, "state: running"),
+        IDLE => {
+            return writeln!(
+                w,
+                "state: idle (write run, or loops=N nruns=N update_us=N, to run the benchmark)"
+            )
+        }
+        _ => {}
+    }
+    writeln!(
+        w,
+        "# nmiclock bench: {} CPUs, loops={} nruns={} update_us={}, {} ms",
+        CPUS.load(Ordering::Relaxed),
+        LOOPS.load(Ordering::Relaxed),
+        nruns,
+        UPDATE_NS.load(Ordering::Relaxed) / 1_000,
+        ELAPSED_MS.load(Ordering::Relaxed)
+    )?;
+    if ffi::in_vm() {
+        writeln!(
+            w,
+            "# measured in a VM: under emulation (QEMU TCG) times are emulated; compare ratios only"
+        )?;
+    }
+    writeln!(w, "# median: ns per operation, median over runs of the mean over CPUs of loops operations in a row")?;
+    writeln!(w, "# p50 p99 max: ns of single operations timed one by one ({SINGLES} per CPU per run), timing overhead taken off")?;
+    writeln!(w, "# ratio: median over sched_clock()'s (reads) or over cmpxchg's in the same mode (acct); same phase")?;
+    writeln!(
+        w,
+        "{:<9} {:<26} {:>10} {:>8} {:>8} {:>9} {:>7}",
+        "phase", "operation", "median", "p50", "p99", "max", "ratio"
+    )?;
+    for (phase, pname) in PHASES.iter().enumerate() {
+        for (ri, r) in ROWS.iter().enumerate() {
+            writeln!(
+                w,
+                "{:<9} {:<26} {:>10} {:>8} {:>8} {:>9} {:>7}",
+                pname,
+                r.name,
+                Milli(summary(ri, phase, 0)).to_padded(),
+                summary(ri, phase, 1),
+                summary(ri, phase, 2),
+                summary(ri, phase, 3),
+                Ratio(ratio(ri, r.group, phase))
+            )?;
+        }
+    }
+    let nmi = |i: usize| NMI.get(i).map_or(0, |a| a.load(Ordering::Relaxed));
+    if nmi(4) == 0 {
+        writeln!(
+            w,
+            "nmi       nmi handler: not measured (a stress run could not start)"
+        )?;
+    } else if nmi(0) == 0 {
+        writeln!(
+            w,
+            "nmi       nmi handler: no NMI-context samples (nmi_source={})",
+            torture::source_in_use()
+        )?;
+    } else {
+        writeln!(
+            w,
+            "{:<9} {:<26} {:>10} {:>8} {:>8} {:>9} {:>7}",
+            "nmi",
+            "nmi handler (sample)",
+            "-",
+            nmi(1),
+            nmi(2),
+            nmi(3),
+            "-"
+        )?;
+        writeln!(
+            w,
+            "# nmi handler: {} NMIs (nmi_source={}) in a 1 s stress run, each timed whole",
+            nmi(0),
+            torture::source_in_use()
+        )?;
+    }
+    // refscale's format, one table per row and phase, for
+    // kvm-recheck-refscale.sh (split per table first).
+    for (phase, pname) in PHASES.iter().enumerate() {
+        for (ri, r) in ROWS.iter().enumerate() {
+            writeln!(w, "ref-scale: {} {}", pname, r.name)?;
+            writeln!(w, "Runs\tTime(ns)")?;
+            let runs = RUNS.get(ri).and_then(|x| x.get(phase));
+            for (i, v) in runs.into_iter().flatten().take(nruns).enumerate() {
+                writeln!(w, "{}\t{}", i + 1, Milli(v.load(Ordering::Relaxed)))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Padding for [`Milli`] (its `Display` writes pieces, which `{:>10}` does
+/// not pad as one).
+trait Padded {
+    fn to_padded(self) -> Line;
+}
+
+impl Padded for Milli {
+    fn to_padded(self) -> Line {
+        Line::from_fmt(format_args!("{self}"))
+    }
+}
+
+impl fmt::Display for Line {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self)
+    }
+}

@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Host microbenchmark: the latch read algorithm of nmiclock.ko (the same
+//! source file, `src/clock.rs`) in userspace on the real CPU, next to the
+//! counter reads it is built on and the C library's
+//! `clock_gettime(CLOCK_MONOTONIC)`.
+//!
+//! `cargo bench` runs it (no external harness: nothing to download). Each
+//! figure is the median over `NRUNS` runs of `LOOPS` reads in a row, in ns
+//! per read, measured with `std::time::Instant`; the ratio column is
+//! against the bare ordered TSC read, taken in the same run of this program.
+//! `cargo bench -- --quick` runs a short smoke version (the test command
+//! uses it to prove the benchmark builds and runs; its figures are noise).
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use nmiclock_core::clock::{Clock, ClockSource, Latch, Seqcount};
+use nmiclock_core::counter::{Counter, Tsc, TscOrdered};
+use nmiclock_core::cyc_ns::calc_mult_shift;
+
+/// Monotonic ns for the clocks' wait budget (never consulted by the latch).
+fn wait_clock() -> u64 {
+    use std::sync::OnceLock;
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+/// ns per call of `f`: the median over `nruns` runs of `loops` calls.
+fn measure(loops: u32, nruns: usize, mut f: impl FnMut()) -> f64 {
+    for _ in 0..loops.min(10_000) {
+        f();
+    }
+    let mut runs: Vec<f64> = (0..nruns)
+        .map(|_| {
+            let t0 = Instant::now();
+            for _ in 0..loops {
+                f();
+            }
+            t0.elapsed().as_nanos() as f64 / f64::from(loops)
+        })
+        .collect();
+    runs.sort_by(f64::total_cmp);
+    runs[runs.len() / 2]
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let (loops, nruns) = if quick { (10_000, 3) } else { (1_000_000, 30) };
+
+    // Any frequency gives the same work per read; 1 GHz keeps the figures
+    // readable if anyone prints the clocks' values.
+    let ms = calc_mult_shift(1_000_000, 1_000_000, 3_600_000).expect("a conversion for 1 GHz");
+    let latch_ordered = Clock::new(Latch::new(), TscOrdered, wait_clock);
+    let latch_bare = Clock::new(Latch::new(), Tsc, wait_clock);
+    let seq_ordered = Clock::new(Seqcount::new(), TscOrdered, wait_clock);
+    for c in [
+        &latch_ordered as &dyn ClockSource,
+        &latch_bare,
+        &seq_ordered,
+    ] {
+        assert!(c.start(0, ms.mult, ms.shift, u64::MAX));
+    }
+
+    let rows: [(&str, f64); 6] = [
+        (
+            "rdtsc_ordered (lfence; rdtsc)",
+            measure(loops, nruns, || {
+                black_box(TscOrdered.read());
+            }),
+        ),
+        (
+            "rdtsc",
+            measure(loops, nruns, || {
+                black_box(Tsc.read());
+            }),
+        ),
+        (
+            "latch over rdtsc_ordered",
+            measure(loops, nruns, || {
+                black_box(latch_ordered.read());
+            }),
+        ),
+        (
+            "latch over rdtsc",
+            measure(loops, nruns, || {
+                black_box(latch_bare.read());
+            }),
+        ),
+        (
+            "seqcount over rdtsc_ordered",
+            measure(loops, nruns, || {
+                black_box(seq_ordered.read());
+            }),
+        ),
+        (
+            "clock_gettime(CLOCK_MONOTONIC)",
+            measure(loops, nruns, || {
+                black_box(Instant::now());
+            }),
+        ),
+    ];
+
+    let base = rows[0].1;
+    println!(
+        "# nmiclock host microbenchmark: median of {nruns} runs of {loops} reads, ns per read{}",
+        if quick {
+            " (--quick: smoke run, figures are noise)"
+        } else {
+            ""
+        }
+    );
+    println!("{:<32} {:>9} {:>8}", "read", "ns", "ratio");
+    for (name, ns) in rows {
+        println!("{name:<32} {ns:>9.2} {:>8.2}", ns / base);
+    }
+}

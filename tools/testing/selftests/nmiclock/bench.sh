@@ -1,0 +1,98 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# bench.sh: nmiclock's benchmark, run where nmiclock.ko is loaded (the VM of
+# scripts/run-bench, or any machine: run it as root).
+#
+# Usage: bench.sh [loops=N] [nruns=N] [update_us=N]
+#
+# Writes the arguments (default: refscale's loops=10000 nruns=30) to
+# /sys/kernel/debug/nmiclock/bench, prints the table it gives, then loads the
+# kernel's own refscale module with scale_type=clock and the same loops and
+# nruns, and prints its figure beside ours for the same function
+# (ktime_get_real_fast_ns()). refscale.ko and torture.ko are taken from
+# $NMICLOCK_DIR/kernel, else from the running kernel's modules (modprobe).
+# Exit status: 0 if everything ran, 1 if the benchmark failed, 4 (kselftest's
+# skip) if nmiclock is not loaded; refscale missing is reported, not fatal.
+
+D=/sys/kernel/debug/nmiclock
+KDIR=${NMICLOCK_DIR:-/opt/nmiclock}/kernel
+
+loops=10000 nruns=30 args=
+for a in "$@"; do
+	case $a in
+	loops=*) loops=${a#loops=} ;;
+	nruns=*) nruns=${a#nruns=} ;;
+	update_us=*) ;;
+	*) echo "bench.sh: unknown argument '$a' (want loops=N nruns=N update_us=N)" >&2; exit 2 ;;
+	esac
+	args="$args $a"
+done
+args=${args# }
+[ -n "$args" ] || args="loops=$loops nruns=$nruns"
+
+[ -w $D/bench ] || { echo "bench.sh: $D/bench missing: is nmiclock.ko loaded?" >&2; exit 4; }
+
+# ktime_get_mono_fast_ns() and the TSC agree only once timekeeping runs on
+# the TSC (seconds after boot in a VM).
+cs=/sys/devices/system/clocksource/clocksource0/current_clocksource
+i=0
+while [ "$(cat $cs 2>/dev/null)" != tsc ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+
+echo "bench.sh: running nmiclock's benchmark ($args); this takes a while"
+echo "$args" >$D/bench || { echo "bench.sh: the benchmark failed" >&2; exit 1; }
+echo "--- nmiclock bench begin"
+cat $D/bench
+echo "--- nmiclock bench end"
+
+# The kernel's refscale, same boot, same loops and nruns.
+load() {
+	m=$1
+	shift
+	if [ -e "$KDIR/$m.ko" ]; then
+		insmod "$KDIR/$m.ko" "$@" 2>/dev/null
+	else
+		modprobe "$m" "$@" 2>/dev/null
+	fi
+}
+ours=$(awk '$1 == "idle" && $2 == "ktime_get_real_fast_ns()" { print $3 }' $D/bench)
+lsmod | grep -q '^refscale ' && rmmod refscale
+if ! { lsmod | grep -q '^torture ' || load torture; }; then
+	echo "refscale: not run: no torture.ko (CONFIG_RCU_REF_SCALE_TEST=m in the kernel?)"
+	exit 0
+fi
+before=$(dmesg | grep -c 'clock-ref-scale: END OF TEST')
+if ! load refscale scale_type=clock loops="$loops" nruns="$nruns"; then
+	echo "refscale: not run: no refscale.ko (CONFIG_RCU_REF_SCALE_TEST=m in the kernel?)"
+	rmmod torture 2>/dev/null
+	exit 0
+fi
+echo "refscale: scale_type=clock loops=$loops nruns=$nruns loaded; waiting for its table"
+i=0
+table=
+while [ $i -lt 600 ]; do
+	if [ "$(dmesg | grep -c 'clock-ref-scale: END OF TEST')" -gt "$before" ]; then
+		# The table follows the last END OF TEST line: "Runs<TAB>Time(ns)"
+		# and then one "N<TAB>ns" line per run.
+		table=$(dmesg | sed -e 's/^\[[^]]*\] *//' | awk -v n="$nruns" '
+			/clock-ref-scale: END OF TEST/ { got = 0; t = ""; on = 1; next }
+			on && /^Runs\tTime\(ns\)$/ { next }
+			on && /^[0-9]+\t[0-9]+\.[0-9]+$/ { t = t $0 "\n"; got++ }
+			END { if (got == n) printf "%s", t }')
+		[ -n "$table" ] && break
+	fi
+	sleep 0.5
+	i=$((i + 1))
+done
+rmmod refscale 2>/dev/null
+rmmod torture 2>/dev/null
+if [ -z "$table" ]; then
+	echo "refscale: no complete table within 300 s"
+	exit 1
+fi
+echo "--- refscale begin"
+echo "ref-scale: refscale module scale_type=clock"
+printf 'Runs\tTime(ns)\n%s\n' "$table"
+echo "--- refscale end"
+theirs=$(printf '%s' "$table" | awk '{ print $2 }' | sort -n | awk '{ v[NR] = $1 } END { print v[int(NR / 2) + 1] }')
+echo "refscale vs nmiclock bench, ktime_get_real_fast_ns(), median ns per read over $nruns runs of $loops: refscale $theirs, nmiclock bench (idle) $ours"
