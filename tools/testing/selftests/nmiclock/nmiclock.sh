@@ -3,13 +3,19 @@
 #
 # nmiclock.sh: kselftest-style suite for nmiclock.ko, KTAP output.
 #
-# Usage: nmiclock.sh [-m MODULE.ko] [-c CYCLES]
+# Usage: nmiclock.sh [-q] [-m MODULE.ko] [-c CYCLES]
 #
+#   -q            quick: every case, with shorter runs (3 s checks and acct
+#                 runs instead of 5, stress runs of 3 s instead of 10 and
+#                 2 s instead of 4, 5 load/unload and 10 start/stop cycles
+#                 instead of 20 and 50). For debug kernels, whose point is
+#                 that every path runs under lockdep, KASAN and kmemleak;
+#                 the full run measures how much the checks catch.
 #   -m MODULE.ko  the module to test (default: $NMICLOCK_KO, else
 #                 ../nmiclock.ko beside this script, as in the VM at
 #                 /opt/nmiclock, else the nmiclock.ko of the source tree
 #                 this script is in)
-#   -c CYCLES     load/unload cycles (default: 20)
+#   -c CYCLES     load/unload cycles (default: 20, or 5 with -q)
 #
 # Runs as root, in the VM (scripts/vm-run) or on a machine whose running
 # kernel the module was built for.  Loads and unloads the module itself; a
@@ -17,17 +23,28 @@
 # 0 all passed, 1 something failed, 4 everything skipped.  The last line is
 # "N passed, N failed, N skipped".
 
-cycles=20
+cycles=
+quick=0
 module=${NMICLOCK_KO:-}
 here=$(cd "$(dirname "$0")" && pwd)
 
-while getopts m:c:h opt; do
+while getopts qm:c:h opt; do
 	case $opt in
+	q) quick=1 ;;
 	m) module=$OPTARG ;;
 	c) cycles=$OPTARG ;;
-	*) sed -n '4,19p' "$0" | sed 's/^# \{0,1\}//'; exit 4 ;;
+	*) sed -n '4,25p' "$0" | sed 's/^# \{0,1\}//'; exit 4 ;;
 	esac
 done
+
+# Lengths of the runs (see -q).
+if [ $quick = 1 ]; then
+	CHECK_S=3 ACCT_S=3 STRESS_S=3 BUSTED_S=2 START_STOP=10
+	: "${cycles:=5}"
+else
+	CHECK_S=5 ACCT_S=5 STRESS_S=10 BUSTED_S=4 START_STOP=50
+	: "${cycles:=20}"
+fi
 
 DEBUGFS=/sys/kernel/debug
 DIR=$DEBUGFS/nmiclock
@@ -37,8 +54,11 @@ clock_reads clock_retries clock_stalls epoch_updates wrap_overruns
 epoch_update_skips recalibrations acct acct_updates acct_races acct_bad_deltas
 acct_timexpd_backwards acct_integral_mismatches nmi_source nmi_source_requested
 perf_hw_error samples nmi_samples torn_reads backwards cross_cpu_backwards
-max_backstep_ns errors nmi_leftovers wakeups late_wakeups max_wake_latency_ns
+max_backstep_ns errors nmi_leftovers nmi_handler_p50_ns nmi_handler_p99_ns
+nmi_handler_max_ns wakeups late_wakeups max_wake_latency_ns
 elapsed_ms anomalies_kept anomalies_dropped"
+# Random writes per file in the hostile-input case.
+FUZZ_WRITES=60
 # Bound on |nmiclock elapsed - local_clock() elapsed| in the clock check.
 MAX_DEV_NS=100000
 SPLAT_RE='WARNING:|BUG:|Oops|kernel BUG at|general protection fault|UBSAN:|KASAN:|kmemleak: [0-9]+ new suspected|Uhhuh\. NMI received|panicked at'
@@ -280,7 +300,7 @@ check_all_cpus() {
 	[ "$n" -eq "$cpus" ] || { echo "check ran on $n of $cpus CPUs"; return 1; }
 }
 
-# t_clock_check COUNTER: 5 s of task-context reads on every CPU with a
+# t_clock_check COUNTER: CHECK_S seconds of task-context reads on every CPU with a
 # 32-bit counter (epoch updates about every second): monotonic per CPU and
 # within MAX_DEV_NS of local_clock().
 t_clock_check() {
@@ -288,7 +308,7 @@ t_clock_check() {
 	check=$(mktemp)
 	ret=0
 	u0=$(stat_value "$DIR/stats" epoch_updates)
-	check_run 5000 || ret=1
+	check_run $((CHECK_S * 1000)) || ret=1
 	u1=$(stat_value "$DIR/stats" epoch_updates)
 	grep -v '^cpu' "$check" | tr '\n' ' '; echo
 	check_all_cpus || ret=1
@@ -406,14 +426,14 @@ t_bad_params() {
 	return $ret
 }
 
-# acct_run VARIANT: a 5 s run of the acct updater, task side and hrtimer
+# acct_run VARIANT: an ACCT_S seconds run of the acct updater, task side and hrtimer
 # side on every CPU; leaves the results in $acct_out. Fails unless both
 # sides ran on every CPU and updates were applied.
 acct_run() {
 	load acct="$1" || { echo "insmod acct=$1 failed"; return 1; }
 	acct_out=$(mktemp)
 	ret=0
-	echo 5000 >"$DIR/acct" || { echo "writing 5000 to acct failed"; ret=1; }
+	echo $((ACCT_S * 1000)) >"$DIR/acct" || { echo "writing $((ACCT_S * 1000)) to acct failed"; ret=1; }
 	cat "$DIR/acct" >"$acct_out"
 	grep -vE '^(cpu|irq_period|min_delta|state|runs|cpus)' "$acct_out" | tr '\n' ' '; echo
 	[ "$(stat_value "$DIR/stats" acct)" = "$1" ] || { echo "stats does not say acct: $1"; ret=1; }
@@ -470,16 +490,81 @@ t_acct_bench() {
 	return $ret
 }
 
+# The benchmark: a short run; every row of both phases has numbers, the
+# references have ratio 1.00, the NMI handler was timed (or the reason it
+# was not is given), and there is one refscale-format table per row and
+# phase, with nruns lines. Bad arguments get EINVAL; a config write while
+# it runs, and the benchmark during a stress run, get EBUSY.
+BENCH_ROWS=20
+t_bench() {
+	wait_tsc
+	load || { echo "insmod failed"; return 1; }
+	ret=0
+	for v in loops=9 loops=1000001 nruns=0 nruns=101 update_us=0 speed=1 "run now" \
+		"loops=100 loops=100" "loops=100  nruns=2" LOOPS=100 ""; do
+		expect_refused bench "$v" "Invalid argument" || ret=1
+	done
+	grep -q '^state: idle' "$DIR/bench" || { echo "refused writes ran it"; ret=1; }
+	# A longer run in the background, to be caught running.
+	(echo "loops=20000 nruns=3" >"$DIR/bench") &
+	i=0
+	while ! grep -q '^state: running' "$DIR/bench" && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+	if grep -q '^state: running' "$DIR/bench"; then
+		expect_refused config clock=seqcount "resource busy" || ret=1
+		expect_refused bench run "resource busy" || ret=1
+	else
+		echo "never saw the benchmark running"; ret=1
+	fi
+	wait
+	echo "loops=200 nruns=3" >"$DIR/bench" || { echo "the benchmark failed"; ret=1; }
+	out=$(mktemp)
+	cat "$DIR/bench" >"$out"
+	sed -n '/^phase /,/^# nmi handler/p' "$out"
+	for phase in idle updaters; do
+		n=$(grep -cE "^$phase +[a-z_/()]+.* [0-9]+\.[0-9]{3} +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+\.[0-9]{2}\$" "$out")
+		[ "$n" = $BENCH_ROWS ] || { echo "$phase: $n complete rows, want $BENCH_ROWS"; ret=1; }
+		for ref in 'sched_clock()' 'acct cmpxchg (tick)' 'acct cmpxchg (apply)'; do
+			grep -F "$ref" "$out" | grep "^$phase " | grep -qE ' 1\.00$' ||
+				{ echo "$phase $ref: ratio not 1.00"; ret=1; }
+		done
+		if grep "^$phase " "$out" | grep -E ' 0\.000 '; then
+			echo "$phase: a median of 0"; ret=1
+		fi
+	done
+	grep -qE '^nmi +nmi handler \(sample\) +- +[0-9]+ +[0-9]+ +[0-9]+ +-$' "$out" ||
+		grep -q '^nmi +nmi handler: no NMI-context samples' "$out" ||
+		{ echo "no NMI handler row"; ret=1; }
+	tables=$(grep -c "^Runs	Time(ns)\$" "$out")
+	lines=$(grep -cE '^[0-9]+	[0-9]+\.[0-9]{3}$' "$out")
+	echo "$tables refscale tables, $lines run lines"
+	[ "$tables" = $((2 * BENCH_ROWS)) ] || { echo "want $((2 * BENCH_ROWS)) tables"; ret=1; }
+	[ "$lines" = $((6 * BENCH_ROWS)) ] || { echo "want $((6 * BENCH_ROWS)) run lines"; ret=1; }
+	# Not during a stress run.
+	echo start >"$DIR/control" || ret=1
+	expect_refused bench run "resource busy" || ret=1
+	echo stop >"$DIR/control" || ret=1
+	rm -f "$out"
+	unload || ret=1
+	return $ret
+}
+
 # wait_tsc: the stress run's reference (ktime_get_mono_fast_ns) disagrees
 # with the TSC until the kernel's timekeeping runs on it (about 1.7 s after
-# boot in the VM): wait up to 10 s for that.
+# boot in the VM): wait up to 10 s for that. Once the kernel has marked
+# the TSC unstable it never comes back: then say so (once) and go on, the
+# cases still run against the clocksource there is.
 wait_tsc() {
 	cs=/sys/devices/system/clocksource/clocksource0/current_clocksource
+	[ -e /tmp/nmiclock-no-tsc.$$ ] && return 0
 	i=0
 	while [ "$(cat $cs 2>/dev/null)" != tsc ] && [ $i -lt 100 ]; do
 		sleep 0.1
 		i=$((i + 1))
 	done
+	[ "$(cat $cs 2>/dev/null)" = tsc ] && return 0
+	echo "note: clocksource is $(cat $cs 2>/dev/null), not tsc: the stress run's reference is not TSC-based" \
+		"($(dmesg | grep -m1 -o 'Marking TSC unstable.*' || echo 'TSC not chosen'))"
+	touch /tmp/nmiclock-no-tsc.$$
 }
 
 # stress_run SECONDS PARAM...: a stress run of SECONDS with counter_bits=32
@@ -513,25 +598,27 @@ stress_run() {
 }
 
 t_stress_default() {
-	stress_run 10 || return 1
+	stress_run $STRESS_S || return 1
 	ret=0
 	[ "$(stat_value "$stress" nmi_samples)" -gt 0 ] || { echo "no NMI samples"; ret=1; }
-	# The wake-up probe woke each CPU's sleeper about every 10 ms.
+	# The wake-up probe woke each CPU's sleeper about every 10 ms: want
+	# half of that.
 	cpus=$(grep -c '^processor' /proc/cpuinfo)
-	[ "$(stat_value "$stress" wakeups)" -ge $((cpus * 500)) ] ||
-		{ echo "wake-up probe: $(stat_value "$stress" wakeups) wake-ups, want >= $((cpus * 500))"; ret=1; }
+	want=$((cpus * STRESS_S * 50))
+	[ "$(stat_value "$stress" wakeups)" -ge $want ] ||
+		{ echo "wake-up probe: $(stat_value "$stress" wakeups) wake-ups, want >= $want"; ret=1; }
 	[ "$(stat_value "$stress" errors)" = 0 ] || { echo "errors: $(stat_value "$stress" errors)"; ret=1; }
 	case $eot in *"End of test: SUCCESS"*) ;; *) echo "not SUCCESS"; ret=1 ;; esac
 	rm -f "$stress"
 	return $ret
 }
 
-# busted CHECK PARAM...: a 4 s run with a 20 us tear window must be caught:
+# busted CHECK PARAM...: a BUSTED_S run with a 20 us tear window must be caught:
 # CHECK names the stats keys of which at least one must be above 0.
 busted() {
 	keys=$1
 	shift
-	stress_run 4 tear_window_ns=20000 "$@" || return 1
+	stress_run $BUSTED_S tear_window_ns=20000 "$@" || return 1
 	ret=1
 	for k in $keys; do
 		[ "$(stat_value "$stress" "$k")" -gt 0 ] && ret=0
@@ -624,6 +711,7 @@ snapshot() {
 	stat_value "$DIR/check" runs
 	stat_value "$DIR/acct" runs
 	stat_value "$DIR/acct_bench" rounds
+	head -n 1 "$DIR/bench"
 }
 
 # Hostile input: every writable file gets hundreds of malformed writes
@@ -635,8 +723,12 @@ t_hostile_writes() {
 	before=$(snapshot)
 	long=$(head -c 300 /dev/zero | tr '\0' 7)
 	huge=$(head -c 4000 /dev/zero | tr '\0' a)
+	# The random bytes: no digits and no newlines, so that no draw can be
+	# a valid number ("9" would run a 9 ms check).
+	pool=$(mktemp)
+	head -c 70000 /dev/urandom | tr '0-9\n' 'a-k' >"$pool"
 	n=0
-	for f in control config check acct acct_bench; do
+	for f in control config check acct acct_bench bench; do
 		for v in "" " " "	" "-1" "-0" "+1" "0x10" "1e3" "1.5" "99999999999999999999" \
 			"abc" "st art" "START" "stop now" "reset!" "key=" "=v" "a=b=c" \
 			"clock=latch clock=seqcount" "clock=latch;" "duration_s=1s" \
@@ -654,20 +746,20 @@ t_hostile_writes() {
 			echo "$f accepted start<NUL>x"
 			ret=1
 		fi
-		i=0
-		while [ $i -lt 60 ]; do
-			len=$(( $(od -An -N1 -tu1 /dev/urandom) + 1 ))
-			head -c "$len" /dev/urandom >/tmp/nmiclock-fuzz
+		# Random bytes, 1..256 of them, one dd (one write) each: a
+		# process per write is what this costs on a debug kernel.
+		k=0
+		for len in $(od -An -tu1 -N$FUZZ_WRITES /dev/urandom); do
+			len=$((len + 1)) k=$((k + 1))
 			n=$((n + 1))
-			if cat /tmp/nmiclock-fuzz >"$DIR/$f" 2>/dev/null; then
+			if dd if="$pool" of="$DIR/$f" bs=$len skip=$k count=1 2>/dev/null; then
 				echo "$f accepted $len random bytes:"
-				od -An -tx1 /tmp/nmiclock-fuzz | head -n 2
+				dd if="$pool" bs=$len skip=$k count=1 2>/dev/null | od -An -tx1 | head -n 2
 				ret=1
 			fi
-			i=$((i + 1))
 		done
 	done
-	rm -f /tmp/nmiclock-fuzz
+	rm -f "$pool"
 	after=$(snapshot)
 	[ "$before" = "$after" ] || { echo "refused writes changed something:"; echo "$before" > /tmp/a; echo "$after" > /tmp/b; diff /tmp/a /tmp/b; ret=1; }
 	echo "$n malformed writes refused"
@@ -680,7 +772,7 @@ t_start_stop_cycles() {
 	ret=0
 	n=0
 	i=1
-	while [ $i -le 50 ]; do
+	while [ $i -le $START_STOP ]; do
 		load duration_s=60 || { echo "cycle $i: insmod failed"; return 1; }
 		mark "cycle$i"
 		echo start >"$DIR/control" || { echo "cycle $i: start failed"; ret=1; }
@@ -692,8 +784,8 @@ t_start_stop_cycles() {
 		[ -z "$left" ] || { echo "cycle $i: $left"; return 1; }
 		i=$((i + 1))
 	done
-	echo "50 cycles, $n End of test lines"
-	[ "$n" = 50 ] || { echo "want 50 End of test lines"; ret=1; }
+	echo "$START_STOP cycles, $n End of test lines"
+	[ "$n" = $START_STOP ] || { echo "want $START_STOP End of test lines"; ret=1; }
 	return $ret
 }
 
@@ -742,7 +834,7 @@ t_inspection_files() {
 	wait_tsc
 	load counter_bits=32 duration_s=2 clock=unprotected tear_window_ns=20000 || { echo "insmod failed"; return 1; }
 	ret=0
-	for f in control:600 config:600 stats:400 histogram:400 percpu:400 anomalies:400 check:600 acct:600 acct_bench:600; do
+	for f in control:600 config:600 stats:400 histogram:400 percpu:400 anomalies:400 check:600 acct:600 acct_bench:600 bench:600; do
 		m=$(stat -c %a "$DIR/${f%:*}")
 		[ "$m" = "${f#*:}" ] || { echo "${f%:*} has mode $m, want ${f#*:}"; ret=1; }
 	done
@@ -800,8 +892,8 @@ fi
 sample=$(dirname "$module")/samples/nmiclock_sample.ko
 [ -e "$sample" ] || sample=$(dirname "$module")/nmiclock_sample.ko
 
-ktap_plan 35
-echo "# module: $module"
+ktap_plan 36
+echo "# module: $module$([ $quick = 1 ] && echo ' (quick: shorter runs)')"
 # Suspected leaks from before the suite are not ours.
 [ -e "$KMEMLEAK" ] && echo clear >"$KMEMLEAK"
 mark suite
@@ -818,19 +910,20 @@ run_case "rmmod" t_rmmod
 run_case "rmmod leaves nothing behind" t_nothing_left
 run_case "$cycles load/unload cycles" t_cycles
 run_case "every clock variant loads and says so" t_variants
-run_case "counter_bits=32 tsc_ordered: 5 s on every CPU monotonic, within 100 us of local_clock" t_check_tsc_ordered
-run_case "counter_bits=32 tsc: 5 s on every CPU monotonic, within 100 us of local_clock" t_check_tsc
+run_case "counter_bits=32 tsc_ordered: $CHECK_S s on every CPU monotonic, within 100 us of local_clock" t_check_tsc_ordered
+run_case "counter_bits=32 tsc: $CHECK_S s on every CPU monotonic, within 100 us of local_clock" t_check_tsc
 run_case "counter_bits=16: thousands of epoch updates per second" t_narrow_counter
 run_case "tear window: the latch never goes backwards" t_tear_latch
 run_case "tear window: the check catches the unprotected clock" t_tear_unprotected
 run_case "sample consumer loads, reads and unloads" t_sample
 run_case "bad module parameters: EINVAL, a log line, nothing loaded" t_bad_params
-run_case "acct=cmpxchg: 5 s task + hrtimer updates, no bad delta, no backward step" t_acct_cmpxchg
-run_case "acct=irqsave: 5 s task + hrtimer updates, no bad delta, no backward step" t_acct_irqsave
-run_case "acct=racy: 5 s task + hrtimer updates, reported" t_acct_racy
+run_case "acct=cmpxchg: $ACCT_S s task + hrtimer updates, no bad delta, no backward step" t_acct_cmpxchg
+run_case "acct=irqsave: $ACCT_S s task + hrtimer updates, no bad delta, no backward step" t_acct_irqsave
+run_case "acct=racy: $ACCT_S s task + hrtimer updates, reported" t_acct_racy
 run_case "acct_bench times every strategy and gives irqsave/cmpxchg" t_acct_bench
 run_case "check, acct, acct_bench refuse bad input and run nothing" t_check_bad_input
-run_case "stress, default (latch, cmpxchg, auto source), 10 s: NMI samples, no error, SUCCESS" t_stress_default
+run_case "bench: every row and phase measured, refscale tables, bad input and wrong state refused" t_bench
+run_case "stress, default (latch, cmpxchg, auto source), $STRESS_S s: NMI samples, no error, SUCCESS" t_stress_default
 run_case "stress catches clock=unprotected (torn or backwards)" t_stress_unprotected
 run_case "stress catches clock=seqcount (stalls)" t_stress_seqcount
 run_case "stress catches acct=racy (bad deltas)" t_stress_racy
@@ -842,7 +935,8 @@ run_case "CPU hotplug during a run: sources follow the CPU, no error" t_hotplug
 run_case "control and config: wrong state EBUSY, bad input EINVAL, nothing changed" t_control_config
 run_case "histogram, percpu, anomalies and file modes" t_inspection_files
 run_case "hostile input: malformed writes to every writable file refused, nothing changed" t_hostile_writes
-run_case "50 load/start/stop/unload cycles" t_start_stop_cycles
+run_case "$START_STOP load/start/stop/unload cycles" t_start_stop_cycles
 run_case "kmemleak finds no leak after unload (debug kernels)" t_kmemleak
 run_case "kernel log has no splats" t_kernel_log_clean
+rm -f /tmp/nmiclock-no-tsc.$$
 ktap_finish
