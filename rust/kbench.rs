@@ -38,6 +38,7 @@ use crate::clock::ClockSource;
 use crate::counter::{Counter, Tsc, TscOrdered};
 use crate::cyc_ns::cyc_to_ns;
 use crate::ffi;
+use crate::fmtbuf::FmtBuf;
 use crate::kacct;
 use crate::kclock;
 use crate::torture;
@@ -507,56 +508,20 @@ fn ratio(ri: usize, group: Group, phase: usize) -> Option<u64> {
     ratio_milli(summary(ri, phase, 0), summary(base, phase, 0))
 }
 
-/// A ratio, or `-` when its reference read as 0.
+/// A ratio (two decimals), or `-` when its reference read as 0.
 struct Ratio(Option<u64>);
 
 impl fmt::Display for Ratio {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.0 {
-            // Two decimals are all a ratio of medians is good for.
-            Some(m) => f.pad(&Line::from_fmt(format_args!(
-                "{}.{:02}",
-                m / 1000,
-                (m % 1000) / 10
-            ))),
+            Some(m) => Cell::from_fmt(format_args!("{}.{:02}", m / 1000, (m % 1000) / 10)).fmt(f),
             None => f.pad("-"),
         }
     }
 }
 
-/// A short line built on the stack, to pad formatted values.
-struct Line {
-    buf: [u8; 32],
-    len: usize,
-}
-
-impl Line {
-    fn from_fmt(args: fmt::Arguments<'_>) -> Self {
-        let mut l = Line {
-            buf: [0; 32],
-            len: 0,
-        };
-        let _ = l.write_fmt(args);
-        l
-    }
-}
-
-impl core::ops::Deref for Line {
-    type Target = str;
-    fn deref(&self) -> &str {
-        core::str::from_utf8(self.buf.get(..self.len).unwrap_or(&[])).unwrap_or("")
-    }
-}
-
-impl Write for Line {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        let end = self.len.checked_add(s.len()).ok_or(fmt::Error)?;
-        let dst = self.buf.get_mut(self.len..end).ok_or(fmt::Error)?;
-        dst.copy_from_slice(s.as_bytes());
-        self.len = end;
-        Ok(())
-    }
-}
+/// A table cell, so that `{:>10}` pads what writes in pieces.
+type Cell = FmtBuf<32>;
 
 /// Writes the `bench` file: the table, then refscale's tables.
 pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
@@ -602,7 +567,7 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
                 "{:<9} {:<26} {:>10} {:>8} {:>8} {:>9} {:>7}",
                 pname,
                 r.name,
-                Milli(summary(ri, phase, 0)).to_padded(),
+                Cell::from_fmt(format_args!("{}", Milli(summary(ri, phase, 0)))),
                 summary(ri, phase, 1),
                 summary(ri, phase, 2),
                 summary(ri, phase, 3),
@@ -654,22 +619,4 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
         }
     }
     Ok(())
-}
-
-/// Padding for [`Milli`] (its `Display` writes pieces, which `{:>10}` does
-/// not pad as one).
-trait Padded {
-    fn to_padded(self) -> Line;
-}
-
-impl Padded for Milli {
-    fn to_padded(self) -> Line {
-        Line::from_fmt(format_args!("{self}"))
-    }
-}
-
-impl fmt::Display for Line {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.pad(self)
-    }
 }

@@ -53,6 +53,7 @@ pub mod parse;
 pub mod spin;
 
 mod ffi;
+mod fmtbuf;
 mod kacct;
 mod kbench;
 mod kclock;

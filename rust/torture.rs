@@ -51,6 +51,7 @@ use crate::clock::Reading;
 use crate::counter::{Counter, TscOrdered};
 use crate::cyc_ns::cyc_to_ns;
 use crate::ffi;
+use crate::fmtbuf::FmtBuf;
 use crate::kacct::{self, Ctx};
 use crate::kclock;
 use crate::percpu::PerCpu;
@@ -882,34 +883,8 @@ pub(crate) fn state() -> &'static str {
     state_name(STATE.load(Ordering::Acquire))
 }
 
-/// A fixed buffer to build one log line in (printk takes one string).
-struct Line {
-    buf: [u8; 640],
-    len: usize,
-}
-
-impl Line {
-    fn new() -> Self {
-        Self {
-            buf: [0; 640],
-            len: 0,
-        }
-    }
-
-    fn as_str(&self) -> &str {
-        core::str::from_utf8(self.buf.get(..self.len).unwrap_or(&[])).unwrap_or("")
-    }
-}
-
-impl Write for Line {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        let end = self.len.checked_add(s.len()).ok_or(fmt::Error)?;
-        let dst = self.buf.get_mut(self.len..end).ok_or(fmt::Error)?;
-        dst.copy_from_slice(s.as_bytes());
-        self.len = end;
-        Ok(())
-    }
-}
+/// One log line (printk takes one string).
+type Line = FmtBuf<640>;
 
 /// The run's counts, summed over CPUs.
 struct Totals {
