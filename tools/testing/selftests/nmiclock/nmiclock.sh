@@ -381,10 +381,25 @@ t_tear_latch() {
 	[ "$backwards" = 0 ] || { echo "the latch went backwards $backwards times"; return 1; }
 }
 
+# A catch needs a read on one CPU to land in the writer's pause on the
+# other: a dozen or more in 2 s on an idle host, but when the host runs
+# something else too (run-tests runs the debug kernel's suite beside this
+# one) it can deschedule the reading vCPU through most pauses. So up to
+# TRIES tries; the first catch ends it, and a clock that never tears fails.
+TRIES=3
 t_tear_unprotected() {
-	tear_check unprotected || return 1
-	[ "$overruns" = 0 ] || { echo "inconclusive: $overruns epoch updates came a wrap late"; return 1; }
-	[ "$backwards" -gt 0 ] || { echo "the check did not catch the unprotected clock"; return 1; }
+	try=1
+	while [ $try -le $TRIES ]; do
+		tear_check unprotected || return 1
+		[ "$overruns" = 0 ] || { echo "inconclusive: $overruns epoch updates came a wrap late"; return 1; }
+		if [ "$backwards" -gt 0 ]; then
+			[ $try -gt 1 ] && echo "caught on try $try"
+			return 0
+		fi
+		try=$((try + 1))
+	done
+	echo "the check did not catch the unprotected clock in $TRIES tries"
+	return 1
 }
 
 t_sample() {
@@ -619,18 +634,28 @@ t_stress_default() {
 
 # busted CHECK PARAM...: a BUSTED_S run with a 20 us tear window must be caught:
 # CHECK names the stats keys of which at least one must be above 0.
+# Like the tear check, up to TRIES runs: the first that catches it ends it.
 busted() {
 	keys=$1
 	shift
-	stress_run $BUSTED_S tear_window_ns=20000 "$@" || return 1
-	ret=1
-	for k in $keys; do
-		[ "$(stat_value "$stress" "$k")" -gt 0 ] && ret=0
+	try=1
+	while [ $try -le $TRIES ]; do
+		stress_run $BUSTED_S tear_window_ns=20000 "$@" || return 1
+		ret=1
+		for k in $keys; do
+			[ "$(stat_value "$stress" "$k")" -gt 0 ] && ret=0
+		done
+		if [ $ret -eq 0 ]; then
+			case $eot in *"End of test: FAILURE"*) ;; *) echo "not FAILURE"; ret=1 ;; esac
+			[ $try -gt 1 ] && echo "caught on try $try"
+			rm -f "$stress"
+			return $ret
+		fi
+		rm -f "$stress"
+		try=$((try + 1))
 	done
-	[ $ret -eq 0 ] || echo "not caught: none of $keys above 0"
-	case $eot in *"End of test: FAILURE"*) ;; *) echo "not FAILURE"; ret=1 ;; esac
-	rm -f "$stress"
-	return $ret
+	echo "not caught in $TRIES runs: none of $keys above 0"
+	return 1
 }
 
 t_stress_unprotected() { busted "torn_reads backwards" clock=unprotected; }
