@@ -78,18 +78,14 @@ enum Group {
 struct Row {
     name: &'static str,
     group: Group,
-    /// Index into `kclock`'s table of the clock the updaters move while this
-    /// row runs; out of range for the running clock.
-    target: usize,
     block: fn(&AcctRecord, u32),
     single: fn(&AcctRecord) -> u64,
 }
 
-const fn row<O: Op>(name: &'static str, group: Group, target: usize) -> Row {
+const fn row<O: Op>(name: &'static str, group: Group) -> Row {
     Row {
         name,
         group,
-        target,
         block: block::<O>,
         single: single::<O>,
     }
@@ -151,10 +147,13 @@ impl<const S: usize, const TICK: bool> Op for AcctOp<S, TICK> {
 /// Out of range of `kclock`'s table: the updaters move the running clock.
 const RUNNING: usize = usize::MAX;
 
-/// `kclock`'s table index of a clock, at compile time (the table's order:
-/// protections latch, seqcount, unprotected, each over tsc_ordered, tsc).
-const fn clock_index(protection: usize, bare: bool) -> usize {
-    protection * 2 + bare as usize
+/// The clock the updaters move while `row` runs: the one it reads, for the
+/// rows named `protection/counter`, else the running clock.
+fn update_target(row: &Row) -> usize {
+    row.name
+        .split_once('/')
+        .and_then(|(p, c)| kclock::index_of(p, c))
+        .unwrap_or(RUNNING)
 }
 
 /// Row of `sched_clock()`, the reads' reference.
@@ -166,30 +165,26 @@ const ACCT_APPLY_ROW: usize = 17;
 const NROWS: usize = 20;
 
 static ROWS: [Row; NROWS] = [
-    row::<RdtscOrdered>("rdtsc_ordered (floor)", Group::Read, RUNNING),
-    row::<Rdtsc>("rdtsc (floor)", Group::Read, RUNNING),
-    row::<SchedClock>("sched_clock()", Group::Read, RUNNING),
-    row::<LocalClock>("local_clock()", Group::Read, RUNNING),
-    row::<MonoFast>("ktime_get_mono_fast_ns()", Group::Read, RUNNING),
-    row::<RealFast>("ktime_get_real_fast_ns()", Group::Read, RUNNING),
-    row::<KtimeGetNs>("ktime_get_ns()", Group::Read, RUNNING),
-    row::<NmiclockSchedClock>("nmiclock_sched_clock()", Group::Read, RUNNING),
-    row::<LatchOrdered>("latch/tsc_ordered", Group::Read, clock_index(0, false)),
-    row::<LatchBare>("latch/tsc", Group::Read, clock_index(0, true)),
-    row::<SeqcountOrdered>("seqcount/tsc_ordered", Group::Read, clock_index(1, false)),
-    row::<SeqcountBare>("seqcount/tsc", Group::Read, clock_index(1, true)),
-    row::<UnprotectedOrdered>(
-        "unprotected/tsc_ordered",
-        Group::Read,
-        clock_index(2, false),
-    ),
-    row::<UnprotectedBare>("unprotected/tsc", Group::Read, clock_index(2, true)),
-    row::<AcctOp<0, true>>("acct cmpxchg (tick)", Group::AcctTick, RUNNING),
-    row::<AcctOp<1, true>>("acct irqsave (tick)", Group::AcctTick, RUNNING),
-    row::<AcctOp<2, true>>("acct racy (tick)", Group::AcctTick, RUNNING),
-    row::<AcctOp<0, false>>("acct cmpxchg (apply)", Group::AcctApply, RUNNING),
-    row::<AcctOp<1, false>>("acct irqsave (apply)", Group::AcctApply, RUNNING),
-    row::<AcctOp<2, false>>("acct racy (apply)", Group::AcctApply, RUNNING),
+    row::<RdtscOrdered>("rdtsc_ordered (floor)", Group::Read),
+    row::<Rdtsc>("rdtsc (floor)", Group::Read),
+    row::<SchedClock>("sched_clock()", Group::Read),
+    row::<LocalClock>("local_clock()", Group::Read),
+    row::<MonoFast>("ktime_get_mono_fast_ns()", Group::Read),
+    row::<RealFast>("ktime_get_real_fast_ns()", Group::Read),
+    row::<KtimeGetNs>("ktime_get_ns()", Group::Read),
+    row::<NmiclockSchedClock>("nmiclock_sched_clock()", Group::Read),
+    row::<LatchOrdered>("latch/tsc_ordered", Group::Read),
+    row::<LatchBare>("latch/tsc", Group::Read),
+    row::<SeqcountOrdered>("seqcount/tsc_ordered", Group::Read),
+    row::<SeqcountBare>("seqcount/tsc", Group::Read),
+    row::<UnprotectedOrdered>("unprotected/tsc_ordered", Group::Read),
+    row::<UnprotectedBare>("unprotected/tsc", Group::Read),
+    row::<AcctOp<0, true>>("acct cmpxchg (tick)", Group::AcctTick),
+    row::<AcctOp<1, true>>("acct irqsave (tick)", Group::AcctTick),
+    row::<AcctOp<2, true>>("acct racy (tick)", Group::AcctTick),
+    row::<AcctOp<0, false>>("acct cmpxchg (apply)", Group::AcctApply),
+    row::<AcctOp<1, false>>("acct irqsave (apply)", Group::AcctApply),
+    row::<AcctOp<2, false>>("acct racy (apply)", Group::AcctApply),
 ];
 
 /// The phases: without and with the epoch updaters.
@@ -321,7 +316,9 @@ extern "C" fn reader(_cpu: c_uint) {
     let overhead = timing_overhead();
     // The updater of this CPU: started here, so it fires here.
     let timer = if phase == 1 {
-        ffi::HrTimer::new(updater).ok()
+        ffi::HrTimer::new(updater)
+            .inspect_err(|_| pr_err!("bench: no updater on this CPU: out of memory\n"))
+            .ok()
     } else {
         None
     };
@@ -332,7 +329,7 @@ extern "C" fn reader(_cpu: c_uint) {
     for (ri, row) in ROWS.iter().enumerate() {
         for run in 0..nruns {
             if leader && run == 0 {
-                UPDATE_TARGET.store(row.target, Ordering::Relaxed);
+                UPDATE_TARGET.store(update_target(row), Ordering::Relaxed);
             }
             barrier();
             rec.reset(kclock::read().ns);
@@ -415,18 +412,6 @@ pub(crate) fn write(input: &[u8]) -> Result {
         );
         EINVAL
     })?;
-    // The clock rows name their updater's target by table position.
-    for r in &ROWS {
-        if let Some((p, c)) = r.name.split_once('/') {
-            if kclock::index_of(p, c) != Some(r.target) {
-                pr_err!(
-                    "bench: {} is not where it was expected in kclock's table\n",
-                    r.name
-                );
-                return Err(EINVAL);
-            }
-        }
-    }
     let from = STATE.load(Ordering::Acquire);
     if from == BUSY
         || STATE

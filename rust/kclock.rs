@@ -71,9 +71,7 @@ pub(crate) const MAX_CHECK_MS: u32 = 60_000;
 fn selected() -> Option<usize> {
     let p = settings::CLOCKS.get(settings::get(Key::Clock) as usize)?;
     let c = settings::COUNTERS.get(settings::get(Key::Counter) as usize)?;
-    CLOCKS
-        .iter()
-        .position(|x| x.protection() == *p && x.counter() == *c)
+    index_of(p, c)
 }
 
 /// Index into [`CLOCKS`] of the running clock; out of range when none.
