@@ -24,7 +24,8 @@ use kernel::ffi::c_uint;
 use kernel::prelude::*;
 
 use crate::clock::{
-    Clock, ClockData, ClockSource, EpochUpdate, Latch, Reading, Seqcount, Unprotected,
+    Clock, ClockData, ClockSource, EpochUpdate, Latch, Reading, Seqcount, Unprotected, Window,
+    Writer,
 };
 use crate::counter::{mask_for_bits, Tsc, TscOrdered};
 use crate::cyc_ns::{calc_mult_shift, NSEC_PER_MSEC};
@@ -97,7 +98,13 @@ struct CpuStats {
     check_max_backstep_ns: AtomicU64,
     check_max_dev_ns: AtomicU64,
     check_max_window_ns: AtomicU64,
+    check_window_hits: AtomicU64,
+    check_windows_seen: AtomicU64,
     recalibrations: AtomicU64,
+    /// The [`Window`] this CPU's writer is in (`Window as u32`), 0 if none.
+    window: AtomicU32,
+    /// Windows entered on this CPU.
+    windows: AtomicU64,
 }
 
 static STATS: PerCpu<CpuStats> = PerCpu::new();
@@ -143,6 +150,111 @@ fn conversion(khz: u32) -> Option<crate::cyc_ns::MultShift> {
     calc_mult_shift(khz, NSEC_PER_MSEC, CONVERSION_RANGE_MS)
 }
 
+// ---- coverage: the writers' windows ------------------------------------------
+
+/// Writer windows open right now, on all CPUs.
+static WINDOWS_OPEN: AtomicU32 = AtomicU32::new(0);
+/// Windows entered since load, on all CPUs: a reader that sees it change
+/// across its read overlapped a window that opened meanwhile.
+static WINDOW_SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// The module's [`Writer`]: marks the window on the writer's CPU (for the
+/// readers' coverage figures) and pauses `pause_ns` inside it (the
+/// `tear_window_ns` fault injection).
+struct Marker {
+    pause_ns: u32,
+    slot: Option<&'static CpuStats>,
+}
+
+impl Marker {
+    /// A marker for a writer on this CPU (it must not migrate until done:
+    /// hard-IRQ context or a kthread bound to the CPU).
+    fn here(pause_ns: u32) -> Self {
+        Self {
+            pause_ns,
+            slot: STATS.this_cpu(),
+        }
+    }
+}
+
+impl Writer for Marker {
+    fn enter(&mut self, window: Window) {
+        if let Some(s) = self.slot {
+            s.window.store(window as u32, Ordering::Release);
+            inc(&s.windows, 1);
+        }
+        WINDOWS_OPEN.fetch_add(1, Ordering::AcqRel);
+        WINDOW_SEQ.fetch_add(1, Ordering::AcqRel);
+    }
+
+    fn pause(&mut self) {
+        if self.pause_ns != 0 {
+            ffi::ndelay(self.pause_ns);
+        }
+    }
+
+    fn leave(&mut self) {
+        WINDOWS_OPEN.fetch_sub(1, Ordering::AcqRel);
+        if let Some(s) = self.slot {
+            s.window.store(0, Ordering::Release);
+        }
+    }
+}
+
+/// What a reader sees of the writers' windows at one instant.
+#[derive(Clone, Copy)]
+pub(crate) struct WindowView {
+    /// The window of this CPU's writer (`Window as u32`), 0 if none.
+    local: u32,
+    /// Windows open on all CPUs.
+    open: u32,
+    /// [`WINDOW_SEQ`].
+    seq: u32,
+}
+
+/// Takes a [`WindowView`]. Any context, NMI included.
+#[inline]
+pub(crate) fn window_view() -> WindowView {
+    WindowView {
+        local: STATS
+            .this_cpu()
+            .map_or(0, |s| s.window.load(Ordering::Acquire)),
+        open: WINDOWS_OPEN.load(Ordering::Acquire),
+        seq: WINDOW_SEQ.load(Ordering::Acquire),
+    }
+}
+
+/// Whether a read between two views met a writer's window.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct WindowHit {
+    /// This CPU's writer was inside its window: the read interrupted it.
+    pub(crate) local: Option<Window>,
+    /// Another CPU's writer was inside its window during the read.
+    pub(crate) remote: bool,
+    /// A number for the window met (windows entered so far), to count
+    /// distinct windows.
+    pub(crate) seq: u32,
+}
+
+impl WindowHit {
+    /// Classifies a read taken between `before` and `after` (on one CPU).
+    #[inline]
+    pub(crate) fn between(before: WindowView, after: WindowView) -> Self {
+        let local = Window::from_u32(before.local).or_else(|| Window::from_u32(after.local));
+        let mine = u32::from(local.is_some());
+        Self {
+            local,
+            remote: before.open > mine || after.open > mine || before.seq != after.seq,
+            seq: after.seq,
+        }
+    }
+
+    /// Whether the read met any window.
+    pub(crate) fn any(&self) -> bool {
+        self.local.is_some() || self.remote
+    }
+}
+
 /// Moves the running clock's epoch once, pausing `tear_window_ns` between
 /// the writer's stores, and counts the outcome on this CPU. Any context but
 /// NMI (the writer is what NMIs must be able to interrupt).
@@ -150,13 +262,7 @@ pub(crate) fn update_epoch_counted() {
     let Some(clock) = active() else {
         return;
     };
-    let window = settings::get(Key::TearWindowNs);
-    let mut pause = || {
-        if window != 0 {
-            ffi::ndelay(window);
-        }
-    };
-    let outcome = clock.update_epoch(&mut pause);
+    let outcome = clock.update_epoch(&mut Marker::here(settings::get(Key::TearWindowNs)));
     if let Some(s) = STATS.this_cpu() {
         match outcome {
             EpochUpdate::Updated { overrun } => {
@@ -183,7 +289,7 @@ extern "C" fn epoch_timer() -> u64 {
     let khz = ffi::tsc_khz();
     if khz != TSC_KHZ.load(Ordering::Relaxed) {
         if let Some(ms) = conversion(khz) {
-            if clock.recalibrate(ms.mult, ms.shift) {
+            if clock.recalibrate(ms.mult, ms.shift, &mut Marker::here(0)) {
                 TSC_KHZ.store(khz, Ordering::Relaxed);
                 if let Some(s) = STATS.this_cpu() {
                     inc(&s.recalibrations, 1);
@@ -401,22 +507,84 @@ static CHECK_RUNNING: AtomicBool = AtomicBool::new(false);
 static CHECK_DURATION_NS: AtomicU64 = AtomicU64::new(0);
 static CHECK_RUNS: AtomicU64 = AtomicU64::new(0);
 static CHECK_CPUS: AtomicU32 = AtomicU32::new(0);
+/// Distinct writer windows the check must see before it may end (0: run
+/// for the whole duration).
+static CHECK_WANT_WINDOWS: AtomicU64 = AtomicU64::new(0);
+/// Distinct windows the readers have seen so far, summed over readers.
+static CHECK_WINDOWS: AtomicU64 = AtomicU64::new(0);
+/// Set when a reader saw time go backwards.
+static CHECK_CAUGHT: AtomicBool = AtomicBool::new(false);
+/// [`CHECK_WINDOWS`] when the first backward step was seen, plus one (0:
+/// none seen).
+static CHECK_FIRST_CATCH: AtomicU64 = AtomicU64::new(0);
+/// Why the last check ended.
+static CHECK_STOPPED: AtomicU32 = AtomicU32::new(STOP_DURATION);
+
+const STOP_DURATION: u32 = 0;
+const STOP_WINDOWS: u32 = 1;
+const STOP_CAUGHT: u32 = 2;
+
+/// What a write to `check` asks for.
+#[derive(Clone, Copy)]
+pub(crate) struct CheckArgs {
+    /// How long to read, at most, in ms.
+    pub(crate) ms: u32,
+    /// End as soon as the readers have seen this many distinct writer
+    /// windows, or time went backwards (0: read for the whole `ms`).
+    pub(crate) windows: u32,
+}
+
+/// The keys a `check` write takes, with their ranges.
+pub(crate) const CHECK_KEYS: [crate::parse::Key; 2] = [
+    crate::parse::Key {
+        name: "ms",
+        min: 1,
+        max: MAX_CHECK_MS,
+    },
+    crate::parse::Key {
+        name: "windows",
+        min: 0,
+        max: 1_000_000,
+    },
+];
+
+/// Parses a `check` write: a duration in ms, or `ms=N windows=N`.
+pub(crate) fn parse_check(input: &[u8]) -> Option<CheckArgs> {
+    if let Some(ms) = crate::parse::parse_u32(input) {
+        return (1..=MAX_CHECK_MS)
+            .contains(&ms)
+            .then_some(CheckArgs { ms, windows: 0 });
+    }
+    let mut v = [0, 0];
+    crate::parse::parse_kv(input, &CHECK_KEYS, &mut v).ok()?;
+    let [ms, windows] = v;
+    (ms != 0).then_some(CheckArgs { ms, windows })
+}
 
 /// One sample of the check: nmiclock read between two `local_clock()`
 /// reads, interrupts off so only an NMI (or, in a VM, the host) can come
-/// between them. The window `[before, after]` bounds when the read happened.
+/// between them. The window `[before, after]` bounds when the read happened;
+/// `hit` says whether a writer's window was open meanwhile.
 struct Sample {
     before: u64,
     ns: u64,
     after: u64,
+    hit: WindowHit,
 }
 
 fn sample() -> Sample {
     ffi::with_irqs_disabled(|| {
+        let v0 = window_view();
         let before = ffi::local_clock();
         let ns = read().ns;
         let after = ffi::local_clock();
-        Sample { before, ns, after }
+        let v1 = window_view();
+        Sample {
+            before,
+            ns,
+            after,
+            hit: WindowHit::between(v0, v1),
+        }
     })
 }
 
@@ -446,6 +614,7 @@ extern "C" fn check_cpu(cpu: c_uint) {
         return;
     };
     let duration = CHECK_DURATION_NS.load(Ordering::Relaxed);
+    let want = CHECK_WANT_WINDOWS.load(Ordering::Relaxed);
     let mut base = sample();
     for _ in 1..BASE_SAMPLES {
         let s = sample();
@@ -456,18 +625,42 @@ extern "C" fn check_cpu(cpu: c_uint) {
     let end = base.after.wrapping_add(duration);
     let mut prev = base.ns;
     let (mut reads, mut backwards, mut backstep, mut dev, mut window) = (0u64, 0u64, 0, 0, 0);
+    let (mut hits, mut seen, mut last_seq) = (0u64, 0u64, None);
     loop {
         let s = sample();
         reads = reads.wrapping_add(1);
+        if s.hit.any() {
+            hits = hits.wrapping_add(1);
+            if last_seq != Some(s.hit.seq) {
+                last_seq = Some(s.hit.seq);
+                seen = seen.wrapping_add(1);
+                CHECK_WINDOWS.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         if s.ns < prev {
             backwards = backwards.wrapping_add(1);
             backstep = backstep.max(prev - s.ns);
+            if !CHECK_CAUGHT.swap(true, Ordering::Relaxed) {
+                let at = CHECK_WINDOWS.load(Ordering::Relaxed);
+                CHECK_FIRST_CATCH.store(at.wrapping_add(1), Ordering::Relaxed);
+            }
         }
         prev = s.ns;
         dev = dev.max(deviation(&base, &s));
         window = window.max(s.after.wrapping_sub(s.before));
         if s.after.wrapping_sub(end) as i64 >= 0 {
             break;
+        }
+        if want != 0 {
+            // A verdict either way: a catch, or enough windows survived.
+            if CHECK_CAUGHT.load(Ordering::Relaxed) {
+                CHECK_STOPPED.store(STOP_CAUGHT, Ordering::Relaxed);
+                break;
+            }
+            if CHECK_WINDOWS.load(Ordering::Relaxed) >= want {
+                CHECK_STOPPED.store(STOP_WINDOWS, Ordering::Relaxed);
+                break;
+            }
         }
         if reads % 64 == 0 {
             ffi::cond_resched();
@@ -479,11 +672,14 @@ extern "C" fn check_cpu(cpu: c_uint) {
         .store(backstep, Ordering::Relaxed);
     slot.check_max_dev_ns.store(dev, Ordering::Relaxed);
     slot.check_max_window_ns.store(window, Ordering::Relaxed);
+    slot.check_window_hits.store(hits, Ordering::Relaxed);
+    slot.check_windows_seen.store(seen, Ordering::Relaxed);
 }
 
-/// Runs the check for `ms` milliseconds on every online CPU, blocking.
+/// Runs the check on every online CPU, blocking: for `args.ms`, or until
+/// the readers have seen `args.windows` writer windows or a backward step.
 /// `EBUSY` if one is already running.
-pub(crate) fn run_check(ms: u32) -> Result {
+pub(crate) fn run_check(args: CheckArgs) -> Result {
     if CHECK_RUNNING.swap(true, Ordering::Acquire) {
         pr_err!("check: a check is already running\n");
         return Err(EBUSY);
@@ -495,17 +691,32 @@ pub(crate) fn run_check(ms: u32) -> Result {
             &s.check_max_backstep_ns,
             &s.check_max_dev_ns,
             &s.check_max_window_ns,
+            &s.check_window_hits,
+            &s.check_windows_seen,
         ] {
             c.store(0, Ordering::Relaxed);
         }
     }
-    CHECK_DURATION_NS.store(u64::from(ms) * 1_000_000, Ordering::Relaxed);
+    CHECK_DURATION_NS.store(u64::from(args.ms) * 1_000_000, Ordering::Relaxed);
+    CHECK_WANT_WINDOWS.store(u64::from(args.windows), Ordering::Relaxed);
+    CHECK_WINDOWS.store(0, Ordering::Relaxed);
+    CHECK_CAUGHT.store(false, Ordering::Relaxed);
+    CHECK_FIRST_CATCH.store(0, Ordering::Relaxed);
+    CHECK_STOPPED.store(STOP_DURATION, Ordering::Relaxed);
     CHECK_CPUS.store(ffi::num_online_cpus(), Ordering::Relaxed);
+    let t0 = ffi::local_clock();
     let ret = ffi::run_on_each_cpu(check_cpu);
+    CHECK_ELAPSED_MS.store(
+        ffi::local_clock().wrapping_sub(t0) / 1_000_000,
+        Ordering::Relaxed,
+    );
     CHECK_RUNS.fetch_add(1, Ordering::Relaxed);
     CHECK_RUNNING.store(false, Ordering::Release);
     ret
 }
+
+/// How long the last check took, in ms.
+static CHECK_ELAPSED_MS: AtomicU64 = AtomicU64::new(0);
 
 /// Writes the `check` file: the last check's results, totals then per CPU.
 pub(crate) fn show_check(w: &mut impl Write) -> fmt::Result {
@@ -517,8 +728,37 @@ pub(crate) fn show_check(w: &mut impl Write) -> fmt::Result {
         "duration_ms: {}",
         CHECK_DURATION_NS.load(Ordering::Relaxed) / 1_000_000
     )?;
+    writeln!(
+        w,
+        "elapsed_ms: {}",
+        CHECK_ELAPSED_MS.load(Ordering::Relaxed)
+    )?;
+    writeln!(
+        w,
+        "windows_wanted: {}",
+        CHECK_WANT_WINDOWS.load(Ordering::Relaxed)
+    )?;
+    writeln!(
+        w,
+        "stopped: {}",
+        match CHECK_STOPPED.load(Ordering::Relaxed) {
+            STOP_WINDOWS => "windows",
+            STOP_CAUGHT => "caught",
+            _ => "duration",
+        }
+    )?;
     writeln!(w, "cpus: {}", CHECK_CPUS.load(Ordering::Relaxed))?;
     writeln!(w, "reads: {}", STATS.sum(|s| &s.check_reads))?;
+    writeln!(w, "window_hits: {}", STATS.sum(|s| &s.check_window_hits))?;
+    writeln!(w, "windows_seen: {}", STATS.sum(|s| &s.check_windows_seen))?;
+    writeln!(
+        w,
+        "first_catch_windows: {}",
+        match CHECK_FIRST_CATCH.load(Ordering::Relaxed) {
+            0 => -1,
+            n => n.wrapping_sub(1) as i64,
+        }
+    )?;
     writeln!(w, "backwards: {}", STATS.sum(|s| &s.check_backwards))?;
     writeln!(
         w,
@@ -538,11 +778,13 @@ pub(crate) fn show_check(w: &mut impl Write) -> fmt::Result {
         }
         writeln!(
             w,
-            "cpu{cpu}: reads={reads} backwards={} max_backstep_ns={} max_dev_ns={} max_window_ns={}",
+            "cpu{cpu}: reads={reads} backwards={} max_backstep_ns={} max_dev_ns={} max_window_ns={} window_hits={} windows_seen={}",
             s.check_backwards.load(Ordering::Relaxed),
             s.check_max_backstep_ns.load(Ordering::Relaxed),
             s.check_max_dev_ns.load(Ordering::Relaxed),
-            s.check_max_window_ns.load(Ordering::Relaxed)
+            s.check_max_window_ns.load(Ordering::Relaxed),
+            s.check_window_hits.load(Ordering::Relaxed),
+            s.check_windows_seen.load(Ordering::Relaxed)
         )?;
     }
     Ok(())

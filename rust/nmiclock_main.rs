@@ -171,14 +171,18 @@ fn parse_arg(file: &str, input: &[u8], max: u32, what: &str) -> Result<u32> {
     }
 }
 
-/// `check`: a duration in ms runs the clock check (blocking).
+/// `check`: a duration in ms, or `ms=N windows=N`, runs the clock check
+/// (blocking).
 fn write_check(input: &[u8]) -> Result {
-    kclock::run_check(parse_arg(
-        "check",
-        input,
-        kclock::MAX_CHECK_MS,
-        "a duration in ms",
-    )?)
+    let Some(args) = kclock::parse_check(input) else {
+        pr_err!(
+            "check: want a duration in ms, 1..{}, or ms=1..{} windows=0..1000000\n",
+            kclock::MAX_CHECK_MS,
+            kclock::MAX_CHECK_MS
+        );
+        return Err(EINVAL);
+    };
+    kclock::run_check(args)
 }
 
 /// `control`: `start`, `stop` or `reset`.

@@ -16,6 +16,8 @@
 use core::fmt;
 use core::sync::atomic::{AtomicU64, Ordering};
 
+use crate::parse::{parse_kv, Key};
+
 /// Values below this have a bucket each.
 const LINEAR: u64 = 64;
 /// log2 of [`LINEAR`].
@@ -222,30 +224,31 @@ pub fn parse_args(input: &[u8]) -> Result<BenchArgs, ArgError<'_>> {
     if line.is_empty() {
         return Err(err(line));
     }
-    let mut args = BenchArgs::DEFAULT;
-    let mut seen = [false; 3];
-    for token in line.split(|&b| b == b' ') {
-        let mut kv = token.splitn(2, |&b| b == b'=');
-        let (Some(key), Some(value)) = (kv.next(), kv.next()) else {
-            return Err(err(token));
-        };
-        let (i, slot, (min, max)) = match key {
-            b"loops" => (0, &mut args.loops, BenchArgs::LOOPS),
-            b"nruns" => (1, &mut args.nruns, BenchArgs::NRUNS),
-            b"update_us" => (2, &mut args.update_us, BenchArgs::UPDATE_US),
-            _ => return Err(err(token)),
-        };
-        match crate::parse::parse_u32(value) {
-            // `value` had no newline of its own: `strip_newline` took the
-            // only one allowed, at the end of the line.
-            Some(v) if (min..=max).contains(&v) && !value.ends_with(b"\n") => {
-                if core::mem::replace(&mut seen[i], true) {
-                    return Err(err(token));
-                }
-                *slot = v;
-            }
-            _ => return Err(err(token)),
-        }
-    }
+    let keys = [
+        Key {
+            name: "loops",
+            min: BenchArgs::LOOPS.0,
+            max: BenchArgs::LOOPS.1,
+        },
+        Key {
+            name: "nruns",
+            min: BenchArgs::NRUNS.0,
+            max: BenchArgs::NRUNS.1,
+        },
+        Key {
+            name: "update_us",
+            min: BenchArgs::UPDATE_US.0,
+            max: BenchArgs::UPDATE_US.1,
+        },
+    ];
+    let d = BenchArgs::DEFAULT;
+    let mut v = [d.loops, d.nruns, d.update_us];
+    parse_kv(input, &keys, &mut v).map_err(err)?;
+    let [loops, nruns, update_us] = v;
+    let args = BenchArgs {
+        loops,
+        nruns,
+        update_us,
+    };
     Ok(args)
 }

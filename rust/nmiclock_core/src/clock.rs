@@ -97,6 +97,83 @@ impl ClockData {
     }
 }
 
+/// Which part of an update a writer is in: the window an NMI (or a reader
+/// on another CPU) can land in. Reported through [`Writer::enter`], so the
+/// module can tell how often its readers really met a half-written update
+/// (its coverage), and by the reads of which copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Window {
+    /// Latch: the odd copy is being written; readers use the even one.
+    FirstCopy = 1,
+    /// Latch: the even copy is being written; readers use the odd one.
+    SecondCopy = 2,
+    /// Seqcount: the count is odd and its one copy is being written.
+    SeqOdd = 3,
+    /// Unprotected: its one copy is being written, nothing tells readers.
+    Bare = 4,
+}
+
+impl Window {
+    /// The window a marker value (`window as u32`) stands for; `None` for 0
+    /// (no update in progress) and anything unknown.
+    pub fn from_u32(v: u32) -> Option<Self> {
+        match v {
+            1 => Some(Self::FirstCopy),
+            2 => Some(Self::SecondCopy),
+            3 => Some(Self::SeqOdd),
+            4 => Some(Self::Bare),
+            _ => None,
+        }
+    }
+
+    /// The copy being written: 1 for the latch's first (odd) copy, 0 for
+    /// every other (the latch's even copy, or the one copy there is).
+    pub fn copy_written(self) -> u32 {
+        match self {
+            Self::FirstCopy => 1,
+            _ => 0,
+        }
+    }
+
+    /// Name used in `anomalies` and the documentation.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::FirstCopy => "first_copy",
+            Self::SecondCopy => "second_copy",
+            Self::SeqOdd => "seq_odd",
+            Self::Bare => "bare",
+        }
+    }
+}
+
+/// What a writer calls inside its update: fault injection ([`Writer::pause`])
+/// and coverage marking ([`Writer::enter`], [`Writer::leave`]). Every hook
+/// defaults to doing nothing; any `FnMut()` is a `Writer` whose `pause` it
+/// is.
+///
+/// A window is entered before the first store to a copy and left after
+/// the last, so it encloses every instant at which the copy is half
+/// written: a read that could see a half-written copy always counts as
+/// landing in a window (it may also count the few reads that land just
+/// before the first store).
+pub trait Writer {
+    /// A copy is about to be written: `window` says which.
+    fn enter(&mut self, _window: Window) {}
+    /// Between the stores of `epoch_cyc` and `epoch_ns`, inside the window:
+    /// a reader of this copy here sees the new counter value with the old
+    /// time, the tear the protections exist to prevent.
+    fn pause(&mut self) {}
+    /// The copy is whole again: its last store is done.
+    fn leave(&mut self) {}
+}
+
+impl<F: FnMut()> Writer for F {
+    fn pause(&mut self) {
+        self()
+    }
+}
+
 /// One copy of [`ClockData`], field by field in atomics.
 pub struct SharedData {
     epoch_ns: AtomicU64,
@@ -132,20 +209,25 @@ impl SharedData {
         }
     }
 
-    /// Stores every field (relaxed), calling `pause` between two stores.
+    /// Stores every field (relaxed), telling `w` when the copy is half
+    /// written (`window`) and pausing where a reader would see a tear.
     ///
     /// The conversion comes first, then `epoch_cyc` and last `epoch_ns`: a
     /// reader that sees the new `epoch_cyc` with the old `epoch_ns` computes
-    /// a time that is early by the whole interval since the old epoch, the
-    /// tear the protections exist to prevent. `pause` widens that window on
-    /// purpose (fault injection).
-    pub fn store(&self, d: &ClockData, pause: &mut dyn FnMut()) {
+    /// a time that is early by the whole interval since the old epoch, and
+    /// one that sees a new `mult` with the old `shift` or epoch converts
+    /// with a conversion that never was: the tears the protections exist
+    /// to prevent. [`Writer::pause`] widens that window on purpose (fault
+    /// injection).
+    pub fn store(&self, d: &ClockData, window: Window, w: &mut dyn Writer) {
+        w.enter(window);
         self.mult.store(d.mult, Ordering::Relaxed);
         self.shift.store(d.shift, Ordering::Relaxed);
         self.mask.store(d.mask, Ordering::Relaxed);
         self.epoch_cyc.store(d.epoch_cyc, Ordering::Relaxed);
-        pause();
+        w.pause();
         self.epoch_ns.store(d.epoch_ns, Ordering::Relaxed);
+        w.leave();
     }
 }
 
@@ -191,8 +273,8 @@ pub trait Protection: Sync {
         now_ns: N,
     ) -> Reading;
 
-    /// Makes `data` the data readers use, calling `pause` between stores.
-    fn publish(&self, data: &ClockData, pause: &mut dyn FnMut());
+    /// Makes `data` the data readers use, telling `w` where it is.
+    fn publish(&self, data: &ClockData, w: &mut dyn Writer);
 
     /// The data last published (for the writer).
     fn published(&self) -> ClockData;
@@ -265,13 +347,13 @@ impl Protection for Latch {
         }
     }
 
-    fn publish(&self, data: &ClockData, pause: &mut dyn FnMut()) {
+    fn publish(&self, data: &ClockData, w: &mut dyn Writer) {
         // Update the odd copy while readers use the even one.
-        self.odd.store(data, pause);
+        self.odd.store(data, Window::FirstCopy, w);
         // Steer readers to the odd copy.
         self.latch();
         // Now the even copy is free to update.
-        self.even.store(data, pause);
+        self.even.store(data, Window::SecondCopy, w);
         // Steer readers back to the even copy.
         self.latch();
     }
@@ -336,12 +418,12 @@ impl Protection for Seqcount {
         }
     }
 
-    fn publish(&self, data: &ClockData, pause: &mut dyn FnMut()) {
+    fn publish(&self, data: &ClockData, w: &mut dyn Writer) {
         let seq = self.seq.load(Ordering::Relaxed);
         self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
         // The odd count is visible before any of the new data.
         fence(Ordering::Release);
-        self.data.store(data, pause);
+        self.data.store(data, Window::SeqOdd, w);
         self.seq.store(seq.wrapping_add(2), Ordering::Release);
     }
 
@@ -381,8 +463,8 @@ impl Protection for Unprotected {
         }
     }
 
-    fn publish(&self, data: &ClockData, pause: &mut dyn FnMut()) {
-        self.data.store(data, pause);
+    fn publish(&self, data: &ClockData, w: &mut dyn Writer) {
+        self.data.store(data, Window::Bare, w);
     }
 
     fn published(&self) -> ClockData {
@@ -423,10 +505,12 @@ pub trait ClockSource: Sync {
     /// Switches to a new conversion without a step in time: the new epoch
     /// is the current counter value and the time the old conversion gives
     /// for that very value (as `sched_clock_register()` does). Returns false
-    /// (nothing done) if a writer is busy.
-    fn recalibrate(&self, mult: u32, shift: u32) -> bool;
-    /// Moves the epoch to now, calling `pause` between the data stores.
-    fn update_epoch(&self, pause: &mut dyn FnMut()) -> EpochUpdate;
+    /// (nothing done) if a writer is busy. `w` is told where the update is,
+    /// as for [`ClockSource::update_epoch`].
+    fn recalibrate(&self, mult: u32, shift: u32, w: &mut dyn Writer) -> bool;
+    /// Moves the epoch to now, telling `w` where the update is (and letting
+    /// it pause inside).
+    fn update_epoch(&self, w: &mut dyn Writer) -> EpochUpdate;
     /// The data last published.
     fn data(&self) -> ClockData;
     /// Sets how long a reader may wait for the writer.
@@ -503,7 +587,7 @@ impl<P: Protection, C: Counter> ClockSource for Clock<P, C> {
         true
     }
 
-    fn recalibrate(&self, mult: u32, shift: u32) -> bool {
+    fn recalibrate(&self, mult: u32, shift: u32, w: &mut dyn Writer) -> bool {
         if !self.try_lock_writer() {
             return false;
         }
@@ -516,12 +600,12 @@ impl<P: Protection, C: Counter> ClockSource for Clock<P, C> {
             shift,
             ..old
         };
-        self.prot.publish(&data, &mut || {});
+        self.prot.publish(&data, w);
         self.unlock_writer();
         true
     }
 
-    fn update_epoch(&self, pause: &mut dyn FnMut()) -> EpochUpdate {
+    fn update_epoch(&self, w: &mut dyn Writer) -> EpochUpdate {
         if !self.try_lock_writer() {
             return EpochUpdate::Busy;
         }
@@ -536,7 +620,7 @@ impl<P: Protection, C: Counter> ClockSource for Clock<P, C> {
                 epoch_cyc: now,
                 ..old
             };
-            self.prot.publish(&new, pause);
+            self.prot.publish(&new, w);
             EpochUpdate::Updated {
                 overrun: elapsed > old.mask,
             }

@@ -8,7 +8,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use nmiclock_core::clock::{
-    Clock, ClockData, ClockSource, EpochUpdate, Latch, Protection, Seqcount, Unprotected,
+    Clock, ClockData, ClockSource, EpochUpdate, Latch, Protection, Seqcount, Unprotected, Window,
+    Writer,
 };
 use nmiclock_core::counter::{mask_for_bits, Counter, MAX_COUNTER_BITS, MIN_COUNTER_BITS};
 use nmiclock_core::cyc_ns::{calc_mult_shift, NSEC_PER_MSEC};
@@ -310,9 +311,112 @@ fn recalibration_does_not_step_time() {
     let before = clock.read().ns;
     assert_eq!(before, 9_000);
     // Twice as fast a conversion from here on, with no step at the switch.
-    assert!(clock.recalibrate(1 << 9, 8));
+    assert!(clock.recalibrate(1 << 9, 8, &mut || {}));
     assert_eq!(clock.read().ns, before);
     assert_eq!(clock.data().epoch_cyc, 3_000);
     C4.set(3_100);
     assert_eq!(clock.read().ns, before + 200);
+}
+
+/// A writer that logs its hooks, and reads the clock from inside the window
+/// as an NMI landing there would.
+struct Logger<'a> {
+    clock: &'a dyn ClockSource,
+    log: Vec<String>,
+    open: Option<Window>,
+}
+
+impl Writer for Logger<'_> {
+    fn enter(&mut self, window: Window) {
+        assert!(
+            self.open.is_none(),
+            "entered {window:?} inside {:?}",
+            self.open
+        );
+        self.open = Some(window);
+        self.log.push(format!("enter {}", window.name()));
+    }
+    fn pause(&mut self) {
+        let open = self.open.expect("pause outside a window");
+        let r = self.clock.read();
+        self.log.push(format!(
+            "pause in {}: read copy {} (written: {})",
+            open.name(),
+            r.copy,
+            open.copy_written()
+        ));
+    }
+    fn leave(&mut self) {
+        assert!(self.open.take().is_some(), "leave outside a window");
+        self.log.push("leave".into());
+    }
+}
+
+static C5: FakeCounter = FakeCounter::new(0);
+
+#[test]
+fn writers_mark_their_windows_and_the_latch_reads_the_other_copy() {
+    let latch = Clock::new(Latch::new(), Shared(&C5), no_time);
+    // The seqcount's reader inside the window waits for the writer it
+    // interrupted until its budget runs out: give it time that passes.
+    let seq = Clock::new(Seqcount::new(), Shared(&C5), ticking_time);
+    seq.set_wait_budget_ns(10_000);
+    let bare = Clock::new(Unprotected::new(), Shared(&C5), no_time);
+    let want: [(&dyn ClockSource, &[&str]); 3] = [
+        (
+            &latch,
+            &[
+                "enter first_copy",
+                "pause in first_copy: read copy 0 (written: 1)",
+                "leave",
+                "enter second_copy",
+                "pause in second_copy: read copy 1 (written: 0)",
+                "leave",
+            ],
+        ),
+        (
+            &bare,
+            &[
+                "enter bare",
+                "pause in bare: read copy 0 (written: 0)",
+                "leave",
+            ],
+        ),
+        (
+            &seq,
+            &[
+                "enter seq_odd",
+                "pause in seq_odd: read copy 0 (written: 0)",
+                "leave",
+            ],
+        ),
+    ];
+    for (clock, want) in want {
+        C5.set(100);
+        assert!(clock.start(0, 1, 0, u64::MAX));
+        C5.set(200);
+        let mut w = Logger {
+            clock,
+            log: Vec::new(),
+            open: None,
+        };
+        assert_eq!(
+            clock.update_epoch(&mut w),
+            EpochUpdate::Updated { overrun: false }
+        );
+        assert_eq!(w.log, want, "{}", clock.protection());
+        // A conversion change is marked the same way.
+        let mut w = Logger {
+            clock,
+            log: Vec::new(),
+            open: None,
+        };
+        assert!(clock.recalibrate(2, 1, &mut w));
+        assert_eq!(w.log, want, "{}", clock.protection());
+    }
+    for v in 1..=4 {
+        assert_eq!(Window::from_u32(v).map(|w| w as u32), Some(v));
+    }
+    assert_eq!(Window::from_u32(0), None);
+    assert_eq!(Window::from_u32(5), None);
 }

@@ -2,7 +2,7 @@
 
 //! Host tests of `parse`: what a debugfs write accepts and refuses.
 
-use nmiclock_core::parse::{parse_u32, strip_newline};
+use nmiclock_core::parse::{parse_kv, parse_u32, strip_newline, Key};
 
 #[test]
 fn accepts_plain_decimal_with_or_without_one_newline() {
@@ -44,4 +44,50 @@ fn strip_newline_strips_exactly_one() {
     assert_eq!(strip_newline(b"a\n\n"), b"a\n");
     assert_eq!(strip_newline(b"a"), b"a");
     assert_eq!(strip_newline(b""), b"");
+}
+
+const KEYS: [Key; 2] = [
+    Key {
+        name: "ms",
+        min: 1,
+        max: 60_000,
+    },
+    Key {
+        name: "windows",
+        min: 0,
+        max: 1_000_000,
+    },
+];
+
+#[test]
+fn key_value_lists_parse_each_key_once_within_its_range() {
+    let mut v = [5, 7];
+    assert_eq!(parse_kv(b"ms=100\n", &KEYS, &mut v), Ok(()));
+    assert_eq!(v, [100, 7]);
+    assert_eq!(parse_kv(b"windows=0 ms=60000", &KEYS, &mut v), Ok(()));
+    assert_eq!(v, [60_000, 0]);
+    for (bad, token) in [
+        (&b""[..], &b""[..]),
+        (b"\n", b""),
+        (b"ms=0", b"ms=0"),
+        (b"ms=60001", b"ms=60001"),
+        (b"ms=1 ms=2", b"ms=2"),
+        (b"ms=1  windows=2", b""),
+        (b"ms=1 bogus=2", b"bogus=2"),
+        (b"ms", b"ms"),
+        (b"ms=", b"ms="),
+        (b"=5", b"=5"),
+        (b"ms=1\n\n", b"ms=1\n"),
+        (b"ms=1 windows=2\n ", b"windows=2\n"),
+        (b"MS=1", b"MS=1"),
+    ] {
+        let mut v = [5, 7];
+        assert_eq!(
+            parse_kv(bad, &KEYS, &mut v),
+            Err(token),
+            "{:?}",
+            String::from_utf8_lossy(bad)
+        );
+        assert_eq!(v, [5, 7], "a refused write changed the values");
+    }
 }
