@@ -29,15 +29,17 @@
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-use kernel::ffi::c_uint;
 use kernel::prelude::*;
 
 use crate::acct::AcctRecord;
+use crate::activity::{Activity, Guard};
 use crate::bench::{median, parse_args, ratio_milli, BenchArgs, LatHist, Milli};
 use crate::clock::ClockSource;
 use crate::counter::{Counter, Tsc, TscOrdered};
 use crate::cyc_ns::cyc_to_ns;
 use crate::ffi;
+use crate::ffi::hrtimer::HrTimer;
+use crate::ffi::kthread::Kthread;
 use crate::fmtbuf::FmtBuf;
 use crate::kacct;
 use crate::kclock;
@@ -106,11 +108,11 @@ macro_rules! read_op {
 
 read_op!(RdtscOrdered, TscOrdered.read());
 read_op!(Rdtsc, Tsc.read());
-read_op!(SchedClock, ffi::kernel_sched_clock());
-read_op!(LocalClock, ffi::local_clock());
-read_op!(MonoFast, ffi::mono_fast_ns());
-read_op!(RealFast, ffi::real_fast_ns());
-read_op!(KtimeGetNs, ffi::ktime_get_ns());
+read_op!(SchedClock, ffi::time::sched_clock());
+read_op!(LocalClock, ffi::time::local_clock());
+read_op!(MonoFast, ffi::time::mono_fast_ns());
+read_op!(RealFast, ffi::time::real_fast_ns());
+read_op!(KtimeGetNs, ffi::time::ktime_get_ns());
 read_op!(NmiclockSchedClock, kclock::nmiclock_sched_clock());
 read_op!(LatchOrdered, kclock::LATCH_TSC_ORDERED.read().ns);
 read_op!(LatchBare, kclock::LATCH_TSC.read().ns);
@@ -128,19 +130,17 @@ static TICK_NS: AtomicU64 = AtomicU64::new(0);
 /// One acct update of the reader's record by strategy `S`: in the tick
 /// mode (`TICK`: less than a tick since the last one is skipped, as most
 /// system calls are) or applying every time.
-struct AcctOp<const S: usize, const TICK: bool>;
+struct AcctOp<const S: u32, const TICK: bool>;
 
-impl<const S: usize, const TICK: bool> Op for AcctOp<S, TICK> {
+impl<const S: u32, const TICK: bool> Op for AcctOp<S, TICK> {
     #[inline(always)]
     fn op(rec: &AcctRecord) {
-        if let Some(s) = kacct::strategies().get(S) {
-            let min_delta = if TICK {
-                TICK_NS.load(Ordering::Relaxed)
-            } else {
-                0
-            };
-            kacct::bench_update(*s, rec, min_delta);
-        }
+        let min_delta = if TICK {
+            TICK_NS.load(Ordering::Relaxed)
+        } else {
+            0
+        };
+        kacct::bench_update(S, rec, min_delta);
     }
 }
 
@@ -255,21 +255,30 @@ fn barrier() {
         core::hint::spin_loop();
         spins = spins.wrapping_add(1);
         if spins % 4096 == 0 {
-            ffi::cond_resched();
+            ffi::cpu::cond_resched();
         }
     }
 }
 
-/// The updaters' hrtimer callback (hard-IRQ context, one per CPU).
-extern "C" fn updater() -> u64 {
-    kclock::bench_update_epoch(UPDATE_TARGET.load(Ordering::Relaxed));
+/// The updaters' hrtimer callback (hard-IRQ context, one per CPU): moves
+/// the epoch of the clock being read, or of the running one, without the
+/// `tear_window_ns` fault injection (a benchmark measures the design, not
+/// the injected fault).
+fn updater() -> u64 {
+    let target = match UPDATE_TARGET.load(Ordering::Relaxed) {
+        RUNNING => kclock::running_index(),
+        i => i,
+    };
+    if let Some(c) = kclock::CLOCKS.get(target) {
+        let _ = c.update_epoch(&mut || {});
+    }
     UPDATE_NS.load(Ordering::Relaxed)
 }
 
 /// TSC cycles of the cheapest of many empty pairs of ordered reads: the
 /// timing overhead taken off every single-operation figure.
 fn timing_overhead() -> u64 {
-    ffi::with_preemption_disabled(|| {
+    ffi::cpu::with_preemption_disabled(|| {
         (0..1000)
             .map(|_| {
                 let t0 = TscOrdered.read();
@@ -304,9 +313,9 @@ fn summarize(ri: usize, phase: usize, nruns: usize) {
 }
 
 /// One CPU's reader, for one phase (a kthread bound to the CPU).
-extern "C" fn reader(_cpu: c_uint) {
+fn reader(_k: &Kthread, _cpu: u32) {
     // CPU hotplug waits while the readers run: the count is stable.
-    let n = ffi::num_online_cpus();
+    let n = ffi::cpu::num_online_cpus();
     READERS.store(n, Ordering::Relaxed);
     let leader = JOINED.fetch_add(1, Ordering::Relaxed) == 0;
     let phase = PHASE.load(Ordering::Relaxed);
@@ -316,7 +325,7 @@ extern "C" fn reader(_cpu: c_uint) {
     let overhead = timing_overhead();
     // The updater of this CPU: started here, so it fires here.
     let timer = if phase == 1 {
-        ffi::HrTimer::new(updater)
+        HrTimer::new(updater)
             .inspect_err(|_| pr_err!("bench: no updater on this CPU: out of memory\n"))
             .ok()
     } else {
@@ -337,16 +346,16 @@ extern "C" fn reader(_cpu: c_uint) {
                 // Warm caches and branch predictors, as refscale does.
                 (row.block)(&rec, loops.min(1_000));
             }
-            let ns = ffi::with_preemption_disabled(|| {
-                let t0 = ffi::mono_fast_ns();
+            let ns = ffi::cpu::with_preemption_disabled(|| {
+                let t0 = ffi::time::mono_fast_ns();
                 (row.block)(&rec, loops);
-                ffi::mono_fast_ns().wrapping_sub(t0)
+                ffi::time::mono_fast_ns().wrapping_sub(t0)
             });
             RUN_SUM.fetch_add(
                 ns.saturating_mul(1_000) / u64::from(loops),
                 Ordering::Relaxed,
             );
-            ffi::with_preemption_disabled(|| {
+            ffi::cpu::with_preemption_disabled(|| {
                 for _ in 0..SINGLES {
                     let cyc = (row.single)(&rec).saturating_sub(overhead);
                     HIST.record(cyc_to_ns(cyc, mult, shift));
@@ -368,24 +377,29 @@ extern "C" fn reader(_cpu: c_uint) {
                 }
             }
         }
-        ffi::cond_resched();
+        ffi::cpu::cond_resched();
     }
     // Dropping the timer cancels it.
     drop(timer);
 }
 
 /// Times the NMI handler: a one-second stress run with the settings in
-/// force, whose NMI-context samples `torture` times.
-fn measure_nmi_handler() {
+/// force, nested in the benchmark's activity, whose NMI-context samples
+/// `torture` times.
+fn measure_nmi_handler(stress: &torture::Installed, bench: &Guard) {
     for a in &NMI {
         a.store(0, Ordering::Relaxed);
     }
-    if torture::start().is_err() {
+    let Ok(guard) = bench.nest(Activity::Stress) else {
+        return;
+    };
+    if stress.start_with(guard).is_err() {
         return;
     }
-    ffi::sleep_us(NMI_RUN_US);
-    // A `stop` written meanwhile ended it already: nothing to do then.
+    ffi::cpu::sleep_us(NMI_RUN_US);
+    // A `stop` written meanwhile ended it already: then wait for that.
     let _ = torture::stop("bench: NMI handler timed");
+    stress.wait_stopped();
     let h = &torture::NMI_HANDLER_NS;
     for (a, v) in NMI
         .iter()
@@ -395,15 +409,10 @@ fn measure_nmi_handler() {
     }
 }
 
-/// Whether a benchmark is running (settings must not change meanwhile).
-pub(crate) fn running() -> bool {
-    STATE.load(Ordering::Acquire) == BUSY
-}
-
 /// Handles a write to `bench`: parses it, runs the benchmark (blocking).
-/// `EINVAL` for a bad write, `EBUSY` while a benchmark, a stress run or an
-/// acct run is in progress; nothing changes then.
-pub(crate) fn write(input: &[u8]) -> Result {
+/// `EINVAL` for a bad write, `EBUSY` while anything else runs; nothing
+/// runs then.
+pub(crate) fn write(stress: &torture::Installed, input: &[u8]) -> Result {
     let args = parse_args(input).map_err(|e| {
         pr_err!(
             "bench: bad argument '{}'; want {}\n",
@@ -412,27 +421,15 @@ pub(crate) fn write(input: &[u8]) -> Result {
         );
         EINVAL
     })?;
-    let from = STATE.load(Ordering::Acquire);
-    if from == BUSY
-        || STATE
-            .compare_exchange(from, BUSY, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-    {
-        pr_err!("bench: a benchmark is already running\n");
-        return Err(EBUSY);
-    }
-    if !torture::idle() || !kacct::try_claim() {
-        STATE.store(from, Ordering::Release);
-        pr_err!("bench: not while a stress run or an acct run is in progress\n");
-        return Err(EBUSY);
-    }
-    let t0 = ffi::local_clock();
+    let guard = Guard::try_begin(Activity::Bench, "bench")?;
+    STATE.store(BUSY, Ordering::Release);
+    let t0 = ffi::time::local_clock();
     LOOPS.store(args.loops, Ordering::Relaxed);
     NRUNS.store(args.nruns, Ordering::Relaxed);
     UPDATE_NS.store(u64::from(args.update_us) * 1_000, Ordering::Relaxed);
-    TICK_NS.store(ffi::tick_nsec(), Ordering::Relaxed);
-    CPUS.store(ffi::num_online_cpus(), Ordering::Relaxed);
-    kclock::bench_prepare();
+    TICK_NS.store(kacct::min_delta_ns(), Ordering::Relaxed);
+    CPUS.store(ffi::cpu::num_online_cpus(), Ordering::Relaxed);
+    kclock::start_idle_clocks(&guard);
     HIST.clear();
     RUN_SUM.store(0, Ordering::Relaxed);
     let mut ret = Ok(());
@@ -440,18 +437,17 @@ pub(crate) fn write(input: &[u8]) -> Result {
         PHASE.store(phase, Ordering::Relaxed);
         JOINED.store(0, Ordering::Relaxed);
         ARRIVED.store(0, Ordering::Relaxed);
-        ret = ffi::run_on_each_cpu(reader);
+        ret = ffi::kthread::run_on_each_cpu(&reader);
         if ret.is_err() {
             break;
         }
     }
     UPDATE_TARGET.store(RUNNING, Ordering::Relaxed);
-    kacct::release();
     if ret.is_ok() {
-        measure_nmi_handler();
+        measure_nmi_handler(stress, &guard);
     }
     ELAPSED_MS.store(
-        ffi::local_clock().wrapping_sub(t0) / 1_000_000,
+        ffi::time::local_clock().wrapping_sub(t0) / 1_000_000,
         Ordering::Relaxed,
     );
     match ret {
@@ -531,7 +527,7 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
         UPDATE_NS.load(Ordering::Relaxed) / 1_000,
         ELAPSED_MS.load(Ordering::Relaxed)
     )?;
-    if ffi::in_vm() {
+    if ffi::time::in_vm() {
         writeln!(
             w,
             "# measured in a VM: under emulation (QEMU TCG) times are emulated; compare ratios only"
@@ -570,7 +566,7 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
         writeln!(
             w,
             "nmi       nmi handler: no NMI-context samples (nmi_source={})",
-            torture::source_in_use()
+            torture::show::source_used()
         )?;
     } else {
         writeln!(
@@ -588,7 +584,7 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
             w,
             "# nmi handler: {} NMIs (nmi_source={}) in a 1 s stress run, each timed whole",
             nmi(0),
-            torture::source_in_use()
+            torture::show::source_used()
         )?;
     }
     // refscale's format, one table per row and phase, for

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * nmiclock_glue.c: thin, typed wrappers over kernel APIs that the 6.12 Rust
- * `kernel` crate does not wrap.  No logic lives here; see nmiclock_glue.h
- * for why each function exists and rust/ffi.rs for its Rust side.
+ * `kernel` crate does not wrap.  No logic lives here; nmiclock_glue.h says
+ * why each function exists, rust/ffi/ wraps each in a safe type.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -17,12 +17,12 @@
 #include <linux/kthread.h>
 #include <linux/module.h>
 #include <linux/perf_event.h>
-#include <linux/workqueue.h>
 #include <linux/sched/clock.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/timekeeping.h>
 #include <linux/uaccess.h>
+#include <linux/workqueue.h>
 #include <asm/apic.h>
 #include <asm/cpufeature.h>
 #include <asm/nmi.h>
@@ -30,78 +30,47 @@
 
 #include "nmiclock_glue.h"
 
-/* ---- module parameters (validated in Rust; see Documentation) ---------- */
-
-static char *clock = "latch";
-module_param(clock, charp, 0444);
-MODULE_PARM_DESC(clock, "read-side protection: latch, seqcount or unprotected");
-
-static char *counter = "tsc_ordered";
-module_param(counter, charp, 0444);
-MODULE_PARM_DESC(counter, "counter source: tsc_ordered or tsc");
-
-static char *acct = "cmpxchg";
-module_param(acct, charp, 0444);
-MODULE_PARM_DESC(acct, "acct integrals update: cmpxchg, irqsave or racy");
-
-static char *nmi_source = "auto";
-module_param(nmi_source, charp, 0444);
-MODULE_PARM_DESC(nmi_source, "stress interrupt source: auto, perf_hw, perf_sw or ipi");
-
-static char *period_us = "100";
-module_param(period_us, charp, 0444);
-MODULE_PARM_DESC(period_us, "stress sample period per CPU, 10..1000000 us");
-
-static char *update_us = "0";
-module_param(update_us, charp, 0444);
-MODULE_PARM_DESC(update_us, "pause of the per-CPU epoch updaters, 0..1000000 us (0: back to back)");
-
-static char *duration_s = "10";
-module_param(duration_s, charp, 0444);
-MODULE_PARM_DESC(duration_s, "stress run length, 1..86400 s");
-
-static char *autostart = "0";
-module_param(autostart, charp, 0444);
-MODULE_PARM_DESC(autostart, "start a stress run at load: 0 or 1");
+/* ---- module parameters ------------------------------------------------------ */
 
 /*
- * Numbers are taken as strings too, so that Rust parses every parameter the
- * same strict way and any bad value gets -EINVAL and one clear line.
+ * Declared from NMICLOCK_PARAMS; their help text is in Rust's settings
+ * table, which emits it into .modinfo, so modinfo shows it as usual.
  */
-static char *counter_bits = "64";
-module_param(counter_bits, charp, 0444);
-MODULE_PARM_DESC(counter_bits, "counter width, 16..64: narrower wraps sooner");
+#define NMICLOCK_DECLARE_PARAM(name)		\
+	static char *name;			\
+	module_param(name, charp, 0444);
+NMICLOCK_PARAMS(NMICLOCK_DECLARE_PARAM)
 
-static char *tear_window_ns = "0";
-module_param(tear_window_ns, charp, 0444);
-MODULE_PARM_DESC(tear_window_ns, "fault injection: writer pause between its stores, 0..1000000 ns");
+#define NMICLOCK_PARAM_ENTRY(name) { #name, &name },
+static const struct {
+	const char *name;
+	char **value;
+} nmiclock_params[] = { NMICLOCK_PARAMS(NMICLOCK_PARAM_ENTRY) };
 
-void nmiclock_get_params(struct nmiclock_params *p)
+const char *nmiclock_param_name(unsigned int i)
 {
-	p->clock = clock;
-	p->counter = counter;
-	p->counter_bits = counter_bits;
-	p->tear_window_ns = tear_window_ns;
-	p->acct = acct;
-	p->nmi_source = nmi_source;
-	p->period_us = period_us;
-	p->update_us = update_us;
-	p->duration_s = duration_s;
-	p->autostart = autostart;
+	return i < ARRAY_SIZE(nmiclock_params) ? nmiclock_params[i].name : NULL;
 }
 
-/* ---- the exported clock ------------------------------------------------- */
+const char *nmiclock_param_value(unsigned int i)
+{
+	return i < ARRAY_SIZE(nmiclock_params) ? *nmiclock_params[i].value : NULL;
+}
+
+/* ---- the exported clock ------------------------------------------------------ */
 
 EXPORT_SYMBOL_GPL(nmiclock_sched_clock);
 
-/* ---- debugfs ------------------------------------------------------------ */
+/* ---- debugfs ---------------------------------------------------------------- */
 
 /* Longest write a debugfs file accepts; longer ones get -EINVAL. */
 #define NMICLOCK_WRITE_MAX 256
 
 static int nmiclock_seq_show(struct seq_file *m, void *v)
 {
-	return nmiclock_rs_show(m, m->private);
+	const struct nmiclock_file *file = m->private;
+
+	return file->show(m, file->data);
 }
 
 static int nmiclock_debugfs_open(struct inode *inode, struct file *file)
@@ -113,6 +82,7 @@ static ssize_t nmiclock_debugfs_write(struct file *file, const char __user *ubuf
 				      size_t len, loff_t *ppos)
 {
 	struct seq_file *m = file->private_data;
+	const struct nmiclock_file *nf = m->private;
 	char *buf;
 	int ret;
 
@@ -124,15 +94,15 @@ static ssize_t nmiclock_debugfs_write(struct file *file, const char __user *ubuf
 	buf = memdup_user_nul(ubuf, len);
 	if (IS_ERR(buf))
 		return PTR_ERR(buf);
-	ret = nmiclock_rs_write(m->private, buf, len);
+	ret = nf->write(nf->data, buf, len);
 	kfree(buf);
 	return ret ? ret : len;
 }
 
 /*
  * debugfs_create_file() gives these a full proxy: debugfs_remove() waits for
- * every ->show() and ->write() in flight, so Rust data behind @priv may go
- * once it returns.
+ * every ->show() and ->write() in flight, so the nmiclock_file (and what it
+ * points at) may go once it returns.
  */
 static const struct file_operations nmiclock_debugfs_ro_fops = {
 	.owner = THIS_MODULE,
@@ -158,11 +128,11 @@ struct dentry *nmiclock_debugfs_create_dir(const char *name)
 
 struct dentry *nmiclock_debugfs_create_file(const char *name, umode_t mode,
 					    struct dentry *parent,
-					    const void *priv, bool writable)
+					    const struct nmiclock_file *file)
 {
-	return debugfs_create_file(name, mode, parent, (void *)priv,
-				   writable ? &nmiclock_debugfs_rw_fops :
-					      &nmiclock_debugfs_ro_fops);
+	return debugfs_create_file(name, mode, parent, (void *)file,
+				   file->write ? &nmiclock_debugfs_rw_fops :
+						 &nmiclock_debugfs_ro_fops);
 }
 
 void nmiclock_debugfs_remove(struct dentry *dentry)
@@ -175,21 +145,18 @@ int nmiclock_seq_write(struct seq_file *m, const char *buf, size_t len)
 	return seq_write(m, buf, len);
 }
 
-/* ---- hrtimer ------------------------------------------------------------ */
+/* ---- hrtimer ---------------------------------------------------------------- */
 
-/*
- * A hard-IRQ hrtimer, pinned to the CPU that starts it, whose callback
- * returns the next period in ns, 0 to stop.
- */
 struct nmiclock_timer {
 	struct hrtimer timer;
-	u64 (*fn)(void);
+	u64 (*fn)(const void *data);
+	const void *data;
 };
 
 static enum hrtimer_restart nmiclock_timer_fire(struct hrtimer *timer)
 {
 	struct nmiclock_timer *t = container_of(timer, struct nmiclock_timer, timer);
-	u64 next = t->fn();
+	u64 next = t->fn(t->data);
 
 	if (!next)
 		return HRTIMER_NORESTART;
@@ -197,7 +164,8 @@ static enum hrtimer_restart nmiclock_timer_fire(struct hrtimer *timer)
 	return HRTIMER_RESTART;
 }
 
-struct nmiclock_timer *nmiclock_timer_new(u64 (*fn)(void))
+struct nmiclock_timer *nmiclock_timer_new(u64 (*fn)(const void *data),
+					  const void *data)
 {
 	struct nmiclock_timer *t = kzalloc(sizeof(*t), GFP_KERNEL);
 
@@ -206,6 +174,7 @@ struct nmiclock_timer *nmiclock_timer_new(u64 (*fn)(void))
 	hrtimer_init(&t->timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_PINNED_HARD);
 	t->timer.function = nmiclock_timer_fire;
 	t->fn = fn;
+	t->data = data;
 	return t;
 }
 
@@ -225,10 +194,76 @@ void nmiclock_timer_free(struct nmiclock_timer *t)
 	kfree(t);
 }
 
-/* ---- per-CPU kthreads ---------------------------------------------------- */
+/* ---- kthreads ---------------------------------------------------------------- */
+
+/* kthread_stop() needs the thread alive: after its work, wait for it. */
+static void nmiclock_kthread_wait_stop(void)
+{
+	set_current_state(TASK_INTERRUPTIBLE);
+	while (!kthread_should_stop()) {
+		schedule();
+		set_current_state(TASK_INTERRUPTIBLE);
+	}
+	__set_current_state(TASK_RUNNING);
+}
+
+static int nmiclock_kthread_fn(void *arg)
+{
+	const struct nmiclock_callback *cb = arg;
+
+	cb->fn(cb->data);
+	nmiclock_kthread_wait_stop();
+	return 0;
+}
+
+/*
+ * kthread() skips the thread function of a thread stopped before it first
+ * ran: @cb->fn may never run.  @cb stays with the caller, who frees it once
+ * nmiclock_kthread_stop() has returned.
+ */
+struct task_struct *nmiclock_kthread_start(unsigned int cpu,
+					   const struct nmiclock_callback *cb)
+{
+	struct task_struct *t;
+
+	t = kthread_create_on_cpu(nmiclock_kthread_fn, (void *)cb, cpu,
+				  "nmiclock_w/%u");
+	if (!IS_ERR(t))
+		wake_up_process(t);
+	return t;
+}
+
+void nmiclock_kthread_stop(struct task_struct *t)
+{
+	kthread_stop(t);
+}
+
+bool nmiclock_kthread_should_stop(void)
+{
+	return kthread_should_stop();
+}
+
+void nmiclock_kthread_prepare_to_sleep(void)
+{
+	set_current_state(TASK_INTERRUPTIBLE);
+}
+
+/* Sleeps until woken or stopped, @max_ms at most (a lost wake-up shows). */
+void nmiclock_kthread_sleep(unsigned int max_ms)
+{
+	if (!kthread_should_stop())
+		schedule_timeout(msecs_to_jiffies(max_ms));
+	__set_current_state(TASK_RUNNING);
+}
+
+void nmiclock_wake(struct task_struct *t)
+{
+	wake_up_process(t);
+}
 
 struct nmiclock_cpu_work {
-	void (*fn)(unsigned int cpu);
+	void (*fn)(const void *data, unsigned int cpu);
+	const void *data;
 	unsigned int cpu;
 	struct task_struct *task;
 	struct completion done;
@@ -238,25 +273,18 @@ static int nmiclock_cpu_thread(void *arg)
 {
 	struct nmiclock_cpu_work *w = arg;
 
-	w->fn(w->cpu);
+	w->fn(w->data, w->cpu);
 	complete(&w->done);
-	/* kthread_stop() needs the thread alive: wait for it. */
-	set_current_state(TASK_INTERRUPTIBLE);
-	while (!kthread_should_stop()) {
-		schedule();
-		set_current_state(TASK_INTERRUPTIBLE);
-	}
-	__set_current_state(TASK_RUNNING);
+	nmiclock_kthread_wait_stop();
 	return 0;
 }
 
 /*
- * Runs @fn(cpu) in a kthread bound to each online CPU, all at once, and
- * returns when every one has finished.  CPU hotplug waits meanwhile.
  * kthread() skips the thread function of a thread stopped before it first
  * ran, so each thread's completion is awaited before it is stopped.
  */
-int nmiclock_run_on_each_cpu(void (*fn)(unsigned int cpu))
+int nmiclock_run_on_each_cpu(void (*fn)(const void *data, unsigned int cpu),
+			     const void *data)
 {
 	struct nmiclock_cpu_work *works;
 	unsigned int cpu;
@@ -270,6 +298,7 @@ int nmiclock_run_on_each_cpu(void (*fn)(unsigned int cpu))
 		struct task_struct *task;
 
 		works[cpu].fn = fn;
+		works[cpu].data = data;
 		works[cpu].cpu = cpu;
 		init_completion(&works[cpu].done);
 		task = kthread_create_on_cpu(nmiclock_cpu_thread, &works[cpu],
@@ -294,22 +323,61 @@ int nmiclock_run_on_each_cpu(void (*fn)(unsigned int cpu))
 	return ret;
 }
 
-/* ---- perf events ---------------------------------------------------------- */
+/* ---- workqueue ------------------------------------------------------------- */
+
+struct nmiclock_work {
+	struct work_struct work;
+	struct nmiclock_callback cb;
+};
+
+static void nmiclock_work_fn(struct work_struct *work)
+{
+	struct nmiclock_work *w = container_of(work, struct nmiclock_work, work);
+
+	w->cb.fn(w->cb.data);
+}
+
+struct nmiclock_work *nmiclock_work_new(const struct nmiclock_callback *cb)
+{
+	struct nmiclock_work *w = kzalloc(sizeof(*w), GFP_KERNEL);
+
+	if (!w)
+		return NULL;
+	INIT_WORK(&w->work, nmiclock_work_fn);
+	w->cb = *cb;
+	return w;
+}
+
+/* From any context but NMI. */
+void nmiclock_work_queue(struct nmiclock_work *w)
+{
+	schedule_work(&w->work);
+}
+
+void nmiclock_work_cancel(struct nmiclock_work *w)
+{
+	cancel_work_sync(&w->work);
+}
+
+void nmiclock_work_free(struct nmiclock_work *w)
+{
+	cancel_work_sync(&w->work);
+	kfree(w);
+}
+
+/* ---- perf and NMIs ------------------------------------------------------------ */
 
 static void nmiclock_perf_overflow(struct perf_event *event,
 				   struct perf_sample_data *data,
 				   struct pt_regs *regs)
 {
-	nmiclock_rs_sample();
+	const struct nmiclock_callback *cb = event->overflow_handler_context;
+
+	cb->fn(cb->data);
 }
 
-/*
- * A pinned kernel counter on @cpu overflowing every @period: CPU cycles
- * (@hw; its overflow is an NMI on x86) or the cpu-clock software event (in
- * ns; hard-IRQ context).  Returns an ERR_PTR when it cannot be created,
- * e.g. -ENOENT for cycles without a PMU.
- */
-struct perf_event *nmiclock_perf_create(unsigned int cpu, bool hw, u64 period)
+struct perf_event *nmiclock_perf_create(unsigned int cpu, bool hw, u64 period,
+					const struct nmiclock_callback *cb)
 {
 	struct perf_event_attr attr = {
 		.type = hw ? PERF_TYPE_HARDWARE : PERF_TYPE_SOFTWARE,
@@ -320,7 +388,8 @@ struct perf_event *nmiclock_perf_create(unsigned int cpu, bool hw, u64 period)
 	};
 
 	return perf_event_create_kernel_counter(&attr, cpu, NULL,
-						nmiclock_perf_overflow, NULL);
+						nmiclock_perf_overflow,
+						(void *)cb);
 }
 
 void nmiclock_perf_release(struct perf_event *event)
@@ -328,122 +397,121 @@ void nmiclock_perf_release(struct perf_event *event)
 	perf_event_release_kernel(event);
 }
 
-/* ---- NMIs ------------------------------------------------------------------ */
+static bool (*nmiclock_nmi_fn)(const void *data);
+static const void *nmiclock_nmi_data;
 
 static int nmiclock_nmi_handler(unsigned int type, struct pt_regs *regs)
 {
-	return nmiclock_rs_nmi() ? NMI_HANDLED : NMI_DONE;
+	return nmiclock_nmi_fn(nmiclock_nmi_data) ? NMI_HANDLED : NMI_DONE;
 }
 
-int nmiclock_nmi_register(void)
+int nmiclock_nmi_register(bool (*fn)(const void *data), const void *data)
 {
-	return register_nmi_handler(NMI_LOCAL, nmiclock_nmi_handler, 0, "nmiclock");
+	int ret;
+
+	if (nmiclock_nmi_fn)
+		return -EBUSY;
+	nmiclock_nmi_fn = fn;
+	nmiclock_nmi_data = data;
+	ret = register_nmi_handler(NMI_LOCAL, nmiclock_nmi_handler, 0, "nmiclock");
+	if (ret)
+		nmiclock_nmi_fn = NULL;
+	return ret;
 }
 
+/* Waits for handlers in flight (unregister_nmi_handler() does). */
 void nmiclock_nmi_unregister(void)
 {
 	unregister_nmi_handler(NMI_LOCAL, "nmiclock");
+	nmiclock_nmi_fn = NULL;
+	nmiclock_nmi_data = NULL;
 }
 
-/* Only the stress run's one hrtimer sends, so one mask serves. */
-static struct cpumask nmiclock_nmi_mask;
+struct nmiclock_ipi {
+	struct cpumask mask;
+};
 
-/* Sends an NMI IPI to every online CPU, or every one but this one. */
-void nmiclock_nmi_send(bool self)
+struct nmiclock_ipi *nmiclock_ipi_new(void)
 {
-	cpumask_copy(&nmiclock_nmi_mask, cpu_online_mask);
+	return kzalloc(sizeof(struct nmiclock_ipi), GFP_KERNEL);
+}
+
+void nmiclock_ipi_send(struct nmiclock_ipi *ipi, bool self)
+{
+	cpumask_copy(&ipi->mask, cpu_online_mask);
 	if (!self)
-		cpumask_clear_cpu(smp_processor_id(), &nmiclock_nmi_mask);
-	if (!cpumask_empty(&nmiclock_nmi_mask))
-		__apic_send_IPI_mask(&nmiclock_nmi_mask, NMI_VECTOR);
+		cpumask_clear_cpu(smp_processor_id(), &ipi->mask);
+	if (!cpumask_empty(&ipi->mask))
+		__apic_send_IPI_mask(&ipi->mask, NMI_VECTOR);
 }
 
-/* ---- the stress run's workers and its stop -------------------------------- */
-
-static int nmiclock_worker_thread(void *arg)
+void nmiclock_ipi_free(struct nmiclock_ipi *ipi)
 {
-	void (*fn)(unsigned int cpu) = arg;
+	kfree(ipi);
+}
 
-	fn(smp_processor_id());
-	/* kthread_stop() needs the thread alive: wait for it. */
-	set_current_state(TASK_INTERRUPTIBLE);
-	while (!kthread_should_stop()) {
-		schedule();
-		set_current_state(TASK_INTERRUPTIBLE);
-	}
-	__set_current_state(TASK_RUNNING);
+/* ---- CPUs and CPU hotplug ----------------------------------------------------- */
+
+struct nmiclock_cpuhp {
+	struct hlist_node node;
+	int state;
+	int (*online)(const void *data, unsigned int cpu);
+	void (*offline)(const void *data, unsigned int cpu);
+	const void *data;
+};
+
+static int nmiclock_cpuhp_online(unsigned int cpu, struct hlist_node *node)
+{
+	struct nmiclock_cpuhp *hp = hlist_entry(node, struct nmiclock_cpuhp, node);
+
+	return hp->online(hp->data, cpu);
+}
+
+static int nmiclock_cpuhp_offline(unsigned int cpu, struct hlist_node *node)
+{
+	struct nmiclock_cpuhp *hp = hlist_entry(node, struct nmiclock_cpuhp, node);
+
+	hp->offline(hp->data, cpu);
 	return 0;
 }
 
-/* A kthread bound to @cpu running @fn(cpu) until stopped (it polls). */
-struct task_struct *nmiclock_worker_start(unsigned int cpu,
-					  void (*fn)(unsigned int cpu))
+/* A dynamic multi-instance state of its own, with @hp its one instance. */
+struct nmiclock_cpuhp *nmiclock_cpuhp_add(int (*online)(const void *data,
+							unsigned int cpu),
+					  void (*offline)(const void *data,
+							  unsigned int cpu),
+					  const void *data)
 {
-	struct task_struct *t;
+	struct nmiclock_cpuhp *hp = kzalloc(sizeof(*hp), GFP_KERNEL);
+	int ret;
 
-	t = kthread_create_on_cpu(nmiclock_worker_thread, fn, cpu, "nmiclock_w/%u");
-	if (!IS_ERR(t))
-		wake_up_process(t);
-	return t;
+	if (!hp)
+		return ERR_PTR(-ENOMEM);
+	hp->online = online;
+	hp->offline = offline;
+	hp->data = data;
+	ret = cpuhp_setup_state_multi(CPUHP_AP_ONLINE_DYN, "nmiclock:online",
+				      nmiclock_cpuhp_online,
+				      nmiclock_cpuhp_offline);
+	if (ret < 0)
+		goto free;
+	hp->state = ret;
+	ret = cpuhp_state_add_instance_nocalls(hp->state, &hp->node);
+	if (ret)
+		goto remove;
+	return hp;
+remove:
+	cpuhp_remove_multi_state(hp->state);
+free:
+	kfree(hp);
+	return ERR_PTR(ret);
 }
 
-void nmiclock_worker_stop(struct task_struct *t)
+void nmiclock_cpuhp_remove(struct nmiclock_cpuhp *hp)
 {
-	kthread_stop(t);
-}
-
-/*
- * In a worker: nmiclock_prepare_to_sleep(), then announce the sleep, then
- * nmiclock_sleep(): a wake-up after the announcement is never lost.
- */
-void nmiclock_prepare_to_sleep(void)
-{
-	set_current_state(TASK_INTERRUPTIBLE);
-}
-
-/* Sleeps at most 100 ms, so that a lost wake-up costs one late wake-up. */
-void nmiclock_sleep(void)
-{
-	if (!kthread_should_stop())
-		schedule_timeout(msecs_to_jiffies(100));
-	__set_current_state(TASK_RUNNING);
-}
-
-/* Wakes @t through the scheduler (any context but NMI). */
-void nmiclock_wake(struct task_struct *t)
-{
-	wake_up_process(t);
-}
-
-void nmiclock_synchronize_rcu(void)
-{
-	synchronize_rcu();
-}
-
-/* ---- CPU hotplug ------------------------------------------------------------ */
-
-static int nmiclock_cpu_online_cb(unsigned int cpu)
-{
-	return nmiclock_rs_cpu_online(cpu);
-}
-
-static int nmiclock_cpu_offline_cb(unsigned int cpu)
-{
-	nmiclock_rs_cpu_offline(cpu);
-	return 0;
-}
-
-/* A dynamic state whose callbacks run for CPUs going online or offline. */
-int nmiclock_cpuhp_setup(void)
-{
-	return cpuhp_setup_state_nocalls(CPUHP_AP_ONLINE_DYN, "nmiclock:online",
-					 nmiclock_cpu_online_cb,
-					 nmiclock_cpu_offline_cb);
-}
-
-void nmiclock_cpuhp_remove(int state)
-{
-	cpuhp_remove_state_nocalls(state);
+	cpuhp_state_remove_instance_nocalls(hp->state, &hp->node);
+	cpuhp_remove_multi_state(hp->state);
+	kfree(hp);
 }
 
 void nmiclock_cpus_read_lock(void)
@@ -455,36 +523,6 @@ void nmiclock_cpus_read_unlock(void)
 {
 	cpus_read_unlock();
 }
-
-bool nmiclock_should_stop(void)
-{
-	return kthread_should_stop();
-}
-
-void nmiclock_sleep_us(unsigned int us)
-{
-	usleep_range(us, us + us / 8 + 1);
-}
-
-static void nmiclock_work_fn(struct work_struct *work)
-{
-	nmiclock_rs_work();
-}
-
-static DECLARE_WORK(nmiclock_work, nmiclock_work_fn);
-
-/* Runs nmiclock_rs_work() soon in process context (from any context but NMI). */
-void nmiclock_work_queue(void)
-{
-	schedule_work(&nmiclock_work);
-}
-
-void nmiclock_work_cancel(void)
-{
-	cancel_work_sync(&nmiclock_work);
-}
-
-/* ---- small wrappers ------------------------------------------------------- */
 
 unsigned int nmiclock_num_online_cpus(void)
 {
@@ -501,35 +539,19 @@ unsigned int nmiclock_cpu(void)
 	return raw_smp_processor_id();
 }
 
-unsigned int nmiclock_tsc_khz(void)
+bool nmiclock_cpu_online(unsigned int cpu)
 {
-	return tsc_khz;
+	return cpu < nr_cpu_ids && cpu_online(cpu);
 }
 
-u64 nmiclock_local_clock(void)
+bool nmiclock_in_nmi(void)
 {
-	return local_clock();
+	return in_nmi();
 }
 
-u64 nmiclock_mono_fast_ns(void)
+bool nmiclock_in_hardirq(void)
 {
-	return ktime_get_mono_fast_ns();
-}
-
-/* The kernel clocks the benchmark reads beside nmiclock's. */
-u64 nmiclock_sched_clock_kernel(void)
-{
-	return sched_clock();
-}
-
-u64 nmiclock_real_fast_ns(void)
-{
-	return ktime_get_real_fast_ns();
-}
-
-u64 nmiclock_ktime_get_ns(void)
-{
-	return ktime_get_ns();
+	return in_hardirq();
 }
 
 void nmiclock_preempt_disable(void)
@@ -565,6 +587,23 @@ void nmiclock_cond_resched(void)
 	cond_resched();
 }
 
+void nmiclock_sleep_us(unsigned int us)
+{
+	usleep_range(us, us + us / 8 + 1);
+}
+
+void nmiclock_synchronize_rcu(void)
+{
+	synchronize_rcu();
+}
+
+/* ---- clocks and time ------------------------------------------------------------ */
+
+unsigned int nmiclock_tsc_khz(void)
+{
+	return tsc_khz;
+}
+
 u64 nmiclock_tick_nsec(void)
 {
 	return TICK_NSEC;
@@ -575,17 +614,32 @@ bool nmiclock_in_vm(void)
 	return boot_cpu_has(X86_FEATURE_HYPERVISOR);
 }
 
-bool nmiclock_in_nmi(void)
+u64 nmiclock_local_clock(void)
 {
-	return in_nmi();
+	return local_clock();
 }
 
-bool nmiclock_in_hardirq(void)
+u64 nmiclock_sched_clock_kernel(void)
 {
-	return in_hardirq();
+	return sched_clock();
 }
 
-bool nmiclock_cpu_online(unsigned int cpu)
+u64 nmiclock_mono_fast_ns(void)
 {
-	return cpu_online(cpu);
+	return ktime_get_mono_fast_ns();
+}
+
+u64 nmiclock_raw_fast_ns(void)
+{
+	return ktime_get_raw_fast_ns();
+}
+
+u64 nmiclock_real_fast_ns(void)
+{
+	return ktime_get_real_fast_ns();
+}
+
+u64 nmiclock_ktime_get_ns(void)
+{
+	return ktime_get_ns();
 }

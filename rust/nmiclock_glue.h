@@ -1,22 +1,27 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * nmiclock_glue.h: the C side of nmiclock, for what the 6.12 Rust `kernel`
- * crate does not wrap.  rust/ffi.rs declares the same functions for Rust and
- * wraps them in safe types; nothing else in Rust calls them.
+ * nmiclock_glue.h: the C side of nmiclock.ko, for what the 6.12 Rust
+ * `kernel` crate does not wrap.
+ *
+ * Kbuild runs bindgen on this header at build time, and rust/ffi/ includes
+ * the result: the Rust side calls exactly what is declared here, so a
+ * declaration that does not match its use fails the build.  Nothing in the
+ * glue calls into Rust by symbol name: every callback is a function pointer
+ * with a data pointer, handed over by a typed Rust wrapper that owns both.
+ * The one symbol Rust defines for C, nmiclock_sched_clock(), is exported
+ * here and checked against this declaration at compile time.
  *
  * Why each group exists:
- *  - module parameters: the 6.12 module! macro takes no params.
+ *  - module parameters: the 6.12 module! macro takes none.
  *  - debugfs and seq_file: no Rust abstraction in 6.12.
- *  - hrtimer, per-CPU kthreads, workqueue, CPU hotplug states and the
- *    hotplug lock: no Rust abstraction in 6.12.
+ *  - hrtimer, kthreads, workqueue, CPU hotplug states and the hotplug lock:
+ *    none either.
  *  - perf kernel counters, NMI handlers and NMI IPIs: none either, and the
  *    IPI goes through an arch static call.
- *  - cpumask, tsc_khz, local_clock(), irq flags, ndelay(), TICK_NSEC, CPU
- *    features: macros, inline functions and arch data bindgen does not see.
+ *  - cpumask, tsc_khz, the kernel's clocks, irq flags, ndelay(), TICK_NSEC,
+ *    context tests, CPU features: macros, inline functions and arch data
+ *    bindgen does not see.
  *  - EXPORT_SYMBOL_GPL(nmiclock_sched_clock): exports need the C macro.
- *
- * The Rust side implements the nmiclock_rs_*() callbacks and
- * nmiclock_sched_clock().
  */
 #ifndef NMICLOCK_GLUE_H
 #define NMICLOCK_GLUE_H
@@ -26,91 +31,187 @@
 struct dentry;
 struct perf_event;
 struct seq_file;
-struct nmiclock_timer;
 struct task_struct;
 
-/* Module parameters as given at load, all strings, for Rust to validate. */
-struct nmiclock_params {
-	const char *clock;
-	const char *counter;
-	const char *counter_bits;
-	const char *tear_window_ns;
-	const char *acct;
-	const char *nmi_source;
-	const char *period_us;
-	const char *update_us;
-	const char *duration_s;
-	const char *autostart;
+/* ---- module parameters ---------------------------------------------------
+ *
+ * One line per parameter, in the order of Rust's settings table
+ * (rust/settings.rs), which gives each its default, range and help text.
+ * All are strings, parsed in Rust, so that every bad value gets the same
+ * -EINVAL and one log line; NULL when not given at load.
+ */
+#define NMICLOCK_PARAMS(X)	\
+	X(clock)		\
+	X(counter)		\
+	X(counter_bits)		\
+	X(tear_window_ns)	\
+	X(acct)			\
+	X(nmi_source)		\
+	X(period_us)		\
+	X(update_us)		\
+	X(duration_s)		\
+	X(autostart)
+
+#define NMICLOCK_PARAM_ONE(name) + 1
+enum nmiclock_params {
+	NMICLOCK_NR_PARAMS = 0 NMICLOCK_PARAMS(NMICLOCK_PARAM_ONE)
 };
 
-void nmiclock_get_params(struct nmiclock_params *p);
+/* Name and value of parameter @i (< NMICLOCK_NR_PARAMS); NULL past the end. */
+const char *nmiclock_param_name(unsigned int i);
+const char *nmiclock_param_value(unsigned int i);
 
-/* Implemented in Rust (rust/ffi.rs). */
-int nmiclock_rs_show(struct seq_file *m, const void *priv);
-int nmiclock_rs_write(const void *priv, const char *buf, size_t len);
+/* ---- the exported clock (defined in Rust) --------------------------------- */
+
 u64 nmiclock_sched_clock(void);
-void nmiclock_rs_sample(void);
-int nmiclock_rs_nmi(void);
-void nmiclock_rs_work(void);
-int nmiclock_rs_cpu_online(unsigned int cpu);
-void nmiclock_rs_cpu_offline(unsigned int cpu);
+
+/* ---- debugfs ------------------------------------------------------------------ */
+
+/*
+ * What a file does, owned by its Rust creator until the file is removed:
+ * @show renders it (0, or seq_file's overflow), @write handles one write of
+ * 1..256 bytes (NULL: read-only), both with @data.
+ */
+struct nmiclock_file {
+	int (*show)(struct seq_file *m, const void *data);
+	int (*write)(const void *data, const char *buf, size_t len);
+	const void *data;
+};
 
 struct dentry *nmiclock_debugfs_create_dir(const char *name);
 struct dentry *nmiclock_debugfs_create_file(const char *name, umode_t mode,
 					    struct dentry *parent,
-					    const void *priv, bool writable);
+					    const struct nmiclock_file *file);
 void nmiclock_debugfs_remove(struct dentry *dentry);
 int nmiclock_seq_write(struct seq_file *m, const char *buf, size_t len);
 
-struct nmiclock_timer *nmiclock_timer_new(u64 (*fn)(void));
+/* ---- callbacks ------------------------------------------------------------------ */
+
+/* A callback and its data, owned by the Rust wrapper that registered it. */
+struct nmiclock_callback {
+	void (*fn)(const void *data);
+	const void *data;
+};
+
+/* ---- hrtimer ------------------------------------------------------------------ */
+
+struct nmiclock_timer;
+
+/*
+ * A hard-IRQ CLOCK_MONOTONIC hrtimer, pinned to the CPU that starts it,
+ * whose @fn(@data) returns the next period in ns, 0 to stop.
+ */
+struct nmiclock_timer *nmiclock_timer_new(u64 (*fn)(const void *data),
+					  const void *data);
 void nmiclock_timer_start(struct nmiclock_timer *t, u64 ns);
 void nmiclock_timer_cancel(struct nmiclock_timer *t);
 void nmiclock_timer_free(struct nmiclock_timer *t);
 
-int nmiclock_run_on_each_cpu(void (*fn)(unsigned int cpu));
+/* ---- kthreads ------------------------------------------------------------------ */
 
-struct perf_event *nmiclock_perf_create(unsigned int cpu, bool hw, u64 period);
+/*
+ * A kthread bound to @cpu running @cb->fn(@cb->data) at most once (not if
+ * stopped before it first ran), then waiting to be stopped; or an ERR_PTR.
+ */
+struct task_struct *nmiclock_kthread_start(unsigned int cpu,
+					   const struct nmiclock_callback *cb);
+void nmiclock_kthread_stop(struct task_struct *t);
+/* In a kthread of nmiclock_kthread_start() or nmiclock_run_on_each_cpu(): */
+bool nmiclock_kthread_should_stop(void);
+void nmiclock_kthread_prepare_to_sleep(void);
+void nmiclock_kthread_sleep(unsigned int max_ms);
+
+/*
+ * Runs @fn(@data, cpu) in a kthread bound to each online CPU, all at once,
+ * and returns when every one has finished.  CPU hotplug waits meanwhile.
+ */
+int nmiclock_run_on_each_cpu(void (*fn)(const void *data, unsigned int cpu),
+			     const void *data);
+
+/* Wakes @t through the scheduler (any context but NMI). */
+void nmiclock_wake(struct task_struct *t);
+
+/* ---- workqueue ------------------------------------------------------------------ */
+
+struct nmiclock_work;
+
+/* A work item running @cb->fn(@cb->data) on the system workqueue. */
+struct nmiclock_work *nmiclock_work_new(const struct nmiclock_callback *cb);
+void nmiclock_work_queue(struct nmiclock_work *w);
+void nmiclock_work_cancel(struct nmiclock_work *w);
+void nmiclock_work_free(struct nmiclock_work *w);
+
+/* ---- perf and NMIs ---------------------------------------------------------------- */
+
+/*
+ * A pinned kernel counter on @cpu overflowing every @period: CPU cycles
+ * (@hw; its overflow is an NMI on x86) or the cpu-clock software event (in
+ * ns; hard-IRQ context), calling @cb->fn(@cb->data) from there.  An
+ * ERR_PTR when it cannot be created, e.g. -ENOENT for cycles without a PMU.
+ */
+struct perf_event *nmiclock_perf_create(unsigned int cpu, bool hw, u64 period,
+					const struct nmiclock_callback *cb);
 void nmiclock_perf_release(struct perf_event *event);
 
-int nmiclock_nmi_register(void);
+/*
+ * The NMI_LOCAL handler: @fn(@data) returns true for an NMI it claims.
+ * The kernel's handler has no data pointer, so there is one registration
+ * at a time: -EBUSY while another is in place.
+ */
+int nmiclock_nmi_register(bool (*fn)(const void *data), const void *data);
 void nmiclock_nmi_unregister(void);
-void nmiclock_nmi_send(bool self);
 
-struct task_struct *nmiclock_worker_start(unsigned int cpu,
-					  void (*fn)(unsigned int cpu));
-void nmiclock_worker_stop(struct task_struct *t);
-void nmiclock_prepare_to_sleep(void);
-void nmiclock_sleep(void);
-void nmiclock_wake(struct task_struct *t);
-void nmiclock_synchronize_rcu(void);
-int nmiclock_cpuhp_setup(void);
-void nmiclock_cpuhp_remove(int state);
+/* A CPU mask to send NMI IPIs with, one sender at a time. */
+struct nmiclock_ipi;
+
+struct nmiclock_ipi *nmiclock_ipi_new(void);
+/* Sends an NMI IPI to every online CPU, or every one but this one. */
+void nmiclock_ipi_send(struct nmiclock_ipi *ipi, bool self);
+void nmiclock_ipi_free(struct nmiclock_ipi *ipi);
+
+/* ---- CPUs and CPU hotplug ----------------------------------------------------------- */
+
+struct nmiclock_cpuhp;
+
+/*
+ * Calls @online(@data, cpu) for each CPU that comes online and
+ * @offline(@data, cpu) for each that goes offline, from now until removed
+ * (not for CPUs already online).
+ */
+struct nmiclock_cpuhp *nmiclock_cpuhp_add(int (*online)(const void *data,
+							unsigned int cpu),
+					  void (*offline)(const void *data,
+							  unsigned int cpu),
+					  const void *data);
+void nmiclock_cpuhp_remove(struct nmiclock_cpuhp *hp);
 void nmiclock_cpus_read_lock(void);
 void nmiclock_cpus_read_unlock(void);
-bool nmiclock_should_stop(void);
-void nmiclock_sleep_us(unsigned int us);
-void nmiclock_work_queue(void);
-void nmiclock_work_cancel(void);
 
 unsigned int nmiclock_num_online_cpus(void);
 unsigned int nmiclock_nr_cpu_ids(void);
 unsigned int nmiclock_cpu(void);
-unsigned int nmiclock_tsc_khz(void);
-u64 nmiclock_local_clock(void);
-u64 nmiclock_mono_fast_ns(void);
-u64 nmiclock_sched_clock_kernel(void);
-u64 nmiclock_real_fast_ns(void);
-u64 nmiclock_ktime_get_ns(void);
+bool nmiclock_cpu_online(unsigned int cpu);
+bool nmiclock_in_nmi(void);
+bool nmiclock_in_hardirq(void);
 void nmiclock_preempt_disable(void);
 void nmiclock_preempt_enable(void);
 unsigned long nmiclock_irq_save(void);
 void nmiclock_irq_restore(unsigned long flags);
 void nmiclock_ndelay(unsigned int ns);
 void nmiclock_cond_resched(void);
+void nmiclock_sleep_us(unsigned int us);
+void nmiclock_synchronize_rcu(void);
+
+/* ---- clocks and time ------------------------------------------------------------------ */
+
+unsigned int nmiclock_tsc_khz(void);
 u64 nmiclock_tick_nsec(void);
 bool nmiclock_in_vm(void);
-bool nmiclock_in_nmi(void);
-bool nmiclock_in_hardirq(void);
-bool nmiclock_cpu_online(unsigned int cpu);
+u64 nmiclock_local_clock(void);
+u64 nmiclock_sched_clock_kernel(void);
+u64 nmiclock_mono_fast_ns(void);
+u64 nmiclock_raw_fast_ns(void);
+u64 nmiclock_real_fast_ns(void);
+u64 nmiclock_ktime_get_ns(void);
 
 #endif /* NMICLOCK_GLUE_H */

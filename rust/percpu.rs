@@ -44,7 +44,7 @@ impl<T> PerCpu<T> {
     /// Allocates one `make()` per possible CPU id. `EBUSY` if already
     /// installed.
     pub(crate) fn install(&self, make: impl Fn() -> T) -> Result {
-        let n = ffi::nr_cpu_ids() as usize;
+        let n = ffi::cpu::nr_cpu_ids() as usize;
         let mut v = KVec::with_capacity(n, GFP_KERNEL)?;
         for _ in 0..n {
             v.push(make(), GFP_KERNEL)?;
@@ -100,7 +100,7 @@ impl<T> PerCpu<T> {
     /// The slot of the CPU this runs on.
     #[inline]
     pub(crate) fn this_cpu(&self) -> Option<&T> {
-        self.get(ffi::cpu())
+        self.get(ffi::cpu::this())
     }
 
     /// Every slot with its CPU id, in CPU order.

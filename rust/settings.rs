@@ -1,135 +1,313 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The settings in force: what the module parameters set at load and what
-//! `config` writes change while no run is in progress. One validating
-//! setter serves both, so a bad value gets the same `-EINVAL` and the same
-//! one-line message either way.
+//! The settings: one table ([`settings!`] below) declares each setting
+//! once, with its key, its values, its default, whether changing it
+//! rebuilds the clock, and its help text. The table drives everything a
+//! setting appears in:
 //!
-//! | key              | values                                   | default       |
-//! |------------------|------------------------------------------|---------------|
-//! | `clock`          | `latch`, `seqcount`, `unprotected`       | `latch`       |
-//! | `counter`        | `tsc_ordered`, `tsc`                     | `tsc_ordered` |
-//! | `counter_bits`   | 16..64                                   | 64            |
-//! | `acct`           | `cmpxchg`, `irqsave`, `racy`             | `cmpxchg`     |
-//! | `nmi_source`     | `auto`, `perf_hw`, `perf_sw`, `ipi`      | `auto`        |
-//! | `period_us`      | 10..1000000                              | 100           |
-//! | `update_us`      | 0..1000000                               | 0             |
-//! | `tear_window_ns` | 0..1000000                               | 0             |
-//! | `duration_s`     | 1..86400                                 | 10            |
-//! | `autostart`      | 0, 1                                     | 0             |
+//! - the module parameters: their values at load are validated here, and
+//!   their help text is emitted into `.modinfo` (what `modinfo` shows);
+//!   the C glue declares the parameters themselves from one list
+//!   (`NMICLOCK_PARAMS` in `rust/nmiclock_glue.h`), and the build fails if
+//!   that list and this table differ in length (a name missing on either
+//!   side fails the load, naming it);
+//! - `config` writes (`key=value`, while nothing runs) and reads;
+//! - the load message, `stats` and the End of test line.
+//!
+//! A bad key or value gets `-EINVAL` and one log line saying what is
+//! accepted, and changes nothing.
+//!
+//! Adding a setting is one line in the table here and one `X(name)` line in
+//! `NMICLOCK_PARAMS`; reading it is [`get`] with its [`Key`].
 
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use kernel::prelude::*;
 
+use crate::ffi;
 use crate::parse::parse_u32;
 
 /// What values a setting takes.
-enum Kind {
+pub(crate) enum Kind {
     /// One of these names; the setting holds its index.
-    Name(&'static [&'static str]),
+    Names(&'static [&'static str]),
     /// A decimal number in `min..=max`.
-    Number { min: u32, max: u32 },
+    Number {
+        /// Smallest value.
+        min: u32,
+        /// Largest value.
+        max: u32,
+    },
 }
 
-/// One setting.
-struct Setting {
-    key: &'static str,
-    kind: Kind,
-    value: AtomicU32,
+/// One setting's declaration.
+pub(crate) struct Spec {
+    /// The key, as in `config` and the module parameter's name.
+    pub(crate) key: &'static str,
+    /// What values it takes.
+    pub(crate) kind: Kind,
+    /// Its value when the module parameter is not given.
+    pub(crate) default: &'static str,
+    /// Whether a change (through `config`) rebuilds the running clock.
+    pub(crate) reclock: bool,
+    /// One line for `modinfo` and the documentation.
+    pub(crate) help: &'static str,
 }
 
-/// Protections, in the order of `kclock`'s table.
-pub(crate) const CLOCKS: &[&str] = &["latch", "seqcount", "unprotected"];
-/// Counters, in the order of `kclock`'s table.
-pub(crate) const COUNTERS: &[&str] = &["tsc_ordered", "tsc"];
-/// acct strategies, in the order of `kacct`'s table.
-pub(crate) const ACCTS: &[&str] = &["cmpxchg", "irqsave", "racy"];
-/// Interrupt sources of the stress run.
-pub(crate) const SOURCES: &[&str] = &["auto", "perf_hw", "perf_sw", "ipi"];
+/// Declares the settings: an enum [`Key`] naming each, the table
+/// [`SPECS`], the values, and one `.modinfo` `parm=` entry each.
+macro_rules! settings {
+    ($($(#[$doc:meta])* $var:ident $key:literal: $kind:expr, default $default:literal,
+       $reclock:literal, $help:literal;)*) => {
+        /// The settings, in table order (see [`get`]).
+        #[derive(Clone, Copy, PartialEq, Eq)]
+        pub(crate) enum Key {
+            $($(#[$doc])* $var,)*
+        }
 
-const fn name(key: &'static str, names: &'static [&'static str]) -> Setting {
-    Setting {
-        key,
-        kind: Kind::Name(names),
-        value: AtomicU32::new(0),
+        /// Every setting's declaration, in [`Key`] order.
+        pub(crate) static SPECS: [Spec; [$(Key::$var),*].len()] = [$(Spec {
+            key: $key,
+            kind: $kind,
+            default: $default,
+            reclock: $reclock,
+            help: $help,
+        },)*];
+
+        $(const _: () = {
+            const SPEC: &Spec = &SPECS[Key::$var as usize];
+            const LEN: usize = modinfo_len(SPEC);
+            #[link_section = ".modinfo"]
+            #[used]
+            static PARM: [u8; LEN] = modinfo(SPEC);
+        };)*
+    };
+}
+
+settings! {
+    /// Read-side protection of nmiclock's clock.
+    Clock "clock": Kind::Names(&crate::kclock::PROTECTIONS), default "latch", true,
+        "read-side protection of the clock";
+    /// The counter under the clock.
+    Counter "counter": Kind::Names(&crate::kclock::COUNTERS), default "tsc_ordered", true,
+        "counter read: ordered (lfence; rdtsc) or bare rdtsc";
+    /// Width the counter is masked to.
+    CounterBits "counter_bits": Kind::Number { min: 16, max: 64 }, default "64", true,
+        "counter width in bits: narrower wraps, and moves the epoch, sooner";
+    /// Writer pause between its stores (fault injection), ns.
+    TearWindowNs "tear_window_ns": Kind::Number { min: 0, max: 1_000_000 }, default "0", true,
+        "fault injection: writer pause inside its update, ns";
+    /// The acct update.
+    Acct "acct": Kind::Names(&crate::kacct::STRATEGIES), default "cmpxchg", false,
+        "acct integrals update";
+    /// Interrupt source of the stress run.
+    NmiSource "nmi_source": Kind::Names(&crate::torture::source::NAMES), default "auto", false,
+        "stress run interrupt source (auto: perf_hw if there is a PMU, else ipi)";
+    /// Sample period per CPU, us.
+    PeriodUs "period_us": Kind::Number { min: 10, max: 1_000_000 }, default "100", false,
+        "stress sample period per CPU, us";
+    /// Pause of the stress run's writers between updates, us.
+    UpdateUs "update_us": Kind::Number { min: 0, max: 1_000_000 }, default "0", false,
+        "pause of the stress run's writers between updates, us (0: back to back)";
+    /// Stress run length, s.
+    DurationS "duration_s": Kind::Number { min: 1, max: 86_400 }, default "10", false,
+        "stress run length, s";
+    /// Start a stress run at load.
+    Autostart "autostart": Kind::Number { min: 0, max: 1 }, default "0", false,
+        "start a stress run at load";
+}
+
+/// The glue declares exactly one module parameter per setting.
+const _: () = assert!(SPECS.len() == ffi::params::COUNT);
+
+// ---- .modinfo --------------------------------------------------------------------
+
+/// The decimal digits of `v`.
+const fn digits(mut v: u32) -> usize {
+    let mut n = 1;
+    while v >= 10 {
+        v /= 10;
+        n += 1;
     }
+    n
 }
 
-const fn number(key: &'static str, min: u32, max: u32, default: u32) -> Setting {
-    Setting {
-        key,
-        kind: Kind::Number { min, max },
-        value: AtomicU32::new(default),
+/// Appends `s` to `out` at `at`; returns the new end.
+const fn put<const N: usize>(mut out: [u8; N], at: usize, s: &[u8]) -> ([u8; N], usize) {
+    let mut i = 0;
+    while i < s.len() {
+        out[at + i] = s[i];
+        i += 1;
     }
+    (out, at + s.len())
 }
 
-static SETTINGS: [Setting; 10] = [
-    name("clock", CLOCKS),
-    name("counter", COUNTERS),
-    number("counter_bits", 16, 64, 64),
-    name("acct", ACCTS),
-    name("nmi_source", SOURCES),
-    number("period_us", 10, 1_000_000, 100),
-    number("update_us", 0, 1_000_000, 0),
-    number("tear_window_ns", 0, 1_000_000, 0),
-    number("duration_s", 1, 86_400, 10),
-    number("autostart", 0, 1, 0),
-];
-
-/// Indices into [`SETTINGS`], for the getters.
-#[derive(Clone, Copy)]
-pub(crate) enum Key {
-    Clock = 0,
-    Counter,
-    CounterBits,
-    Acct,
-    NmiSource,
-    PeriodUs,
-    UpdateUs,
-    TearWindowNs,
-    DurationS,
-    Autostart,
+/// Appends `v` in decimal.
+const fn put_u32<const N: usize>(mut out: [u8; N], at: usize, mut v: u32) -> ([u8; N], usize) {
+    let n = digits(v);
+    let mut i = n;
+    while i > 0 {
+        i -= 1;
+        out[at + i] = b'0' + (v % 10) as u8;
+        v /= 10;
+    }
+    (out, at + n)
 }
+
+const PARM: &[u8] = b"parm=";
+const VALUES: &[u8] = b"; values: ";
+const DEFAULT: &[u8] = b"; default ";
+
+/// Length of a setting's `.modinfo` entry: `parm=KEY:HELP; values: A|B;
+/// default D` (or `MIN..MAX` for numbers) and a NUL.
+const fn modinfo_len(s: &Spec) -> usize {
+    let mut n = PARM.len() + s.key.len() + 1 + s.help.len() + VALUES.len();
+    match s.kind {
+        Kind::Names(names) => {
+            let mut i = 0;
+            while i < names.len() {
+                n += names[i].len() + if i > 0 { 1 } else { 0 };
+                i += 1;
+            }
+        }
+        Kind::Number { min, max } => n += digits(min) + 2 + digits(max),
+    }
+    n + DEFAULT.len() + s.default.len() + 1
+}
+
+/// A setting's `.modinfo` entry (see [`modinfo_len`]).
+const fn modinfo<const N: usize>(s: &Spec) -> [u8; N] {
+    let out = [0u8; N];
+    let (out, at) = put(out, 0, PARM);
+    let (out, at) = put(out, at, s.key.as_bytes());
+    let (out, at) = put(out, at, b":");
+    let (out, at) = put(out, at, s.help.as_bytes());
+    let (mut out, mut at) = put(out, at, VALUES);
+    match s.kind {
+        Kind::Names(names) => {
+            let mut i = 0;
+            while i < names.len() {
+                if i > 0 {
+                    (out, at) = put(out, at, b"|");
+                }
+                (out, at) = put(out, at, names[i].as_bytes());
+                i += 1;
+            }
+        }
+        Kind::Number { min, max } => {
+            (out, at) = put_u32(out, at, min);
+            (out, at) = put(out, at, b"..");
+            (out, at) = put_u32(out, at, max);
+        }
+    }
+    let (out, at) = put(out, at, DEFAULT);
+    let (out, _) = put(out, at, s.default.as_bytes());
+    out
+}
+
+// ---- values -------------------------------------------------------------------------
+
+/// The values in force, in [`Key`] order: a name's index, or the number.
+static VALUES_NOW: [AtomicU32; SPECS.len()] = [const { AtomicU32::new(0) }; SPECS.len()];
 
 /// The value of a setting (a name's index, or the number).
 pub(crate) fn get(key: Key) -> u32 {
-    SETTINGS
+    VALUES_NOW
         .get(key as usize)
-        .map_or(0, |s| s.value.load(Ordering::Relaxed))
+        .map_or(0, |v| v.load(Ordering::Relaxed))
+}
+
+/// The name a name-valued setting holds ("?" for a number).
+pub(crate) fn name_of(key: Key) -> &'static str {
+    match SPECS.get(key as usize).map(|s| &s.kind) {
+        Some(Kind::Names(names)) => names.get(get(key) as usize).copied().unwrap_or("?"),
+        _ => "?",
+    }
+}
+
+/// Validates `value` for the setting `spec`: its stored form, or `EINVAL`
+/// after one log line saying what is accepted.
+fn parse(spec: &Spec, value: &str) -> Result<u32> {
+    match spec.kind {
+        Kind::Names(names) => match names.iter().position(|n| *n == value) {
+            Some(i) => Ok(i as u32),
+            None => {
+                pr_err!(
+                    "{}={}: unknown {}; valid: {}\n",
+                    spec.key,
+                    value,
+                    spec.key,
+                    Joined(names, ", ")
+                );
+                Err(EINVAL)
+            }
+        },
+        Kind::Number { min, max } => match parse_u32(value.as_bytes()) {
+            Some(v) if (min..=max).contains(&v) => Ok(v),
+            _ => {
+                pr_err!(
+                    "{}={}: must be a number, {}..{}\n",
+                    spec.key,
+                    value,
+                    min,
+                    max
+                );
+                Err(EINVAL)
+            }
+        },
+    }
+}
+
+/// A change [`set`] made, to [`Change::undo`] if what it implies fails.
+pub(crate) struct Change {
+    index: usize,
+    old: u32,
+    /// The setting's declaration.
+    pub(crate) spec: &'static Spec,
+}
+
+impl Change {
+    /// Puts the old value back.
+    pub(crate) fn undo(self) {
+        if let Some(v) = VALUES_NOW.get(self.index) {
+            v.store(self.old, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Validates `value` for `key` and, if good, makes it the setting. A bad
 /// key or value is logged in one line and gives `EINVAL`; nothing changes.
-pub(crate) fn set(key: &str, value: &str) -> Result {
-    let Some(s) = SETTINGS.iter().find(|s| s.key == key) else {
+/// The caller must hold the activity guard (see [`crate::activity`]).
+pub(crate) fn set(key: &str, value: &str) -> Result<Change> {
+    let Some(index) = SPECS.iter().position(|s| s.key == key) else {
         pr_err!("{}={}: unknown setting; valid: {}\n", key, value, Keys);
         return Err(EINVAL);
     };
-    let v = match s.kind {
-        Kind::Name(names) => match names.iter().position(|n| *n == value) {
-            Some(i) => i as u32,
-            None => {
-                pr_err!(
-                    "{}={}: unknown {}; valid: {}\n",
-                    key,
-                    value,
-                    key,
-                    OneOf(names)
-                );
-                return Err(EINVAL);
-            }
-        },
-        Kind::Number { min, max } => match parse_u32(value.as_bytes()) {
-            Some(v) if (min..=max).contains(&v) => v,
-            _ => {
-                pr_err!("{}={}: must be a number, {}..{}\n", key, value, min, max);
-                return Err(EINVAL);
-            }
-        },
+    let (Some(spec), Some(slot)) = (SPECS.get(index), VALUES_NOW.get(index)) else {
+        return Err(EINVAL);
     };
-    s.value.store(v, Ordering::Relaxed);
+    let v = parse(spec, value)?;
+    let old = slot.swap(v, Ordering::Relaxed);
+    Ok(Change { index, old, spec })
+}
+
+/// Applies the module parameters, each setting's default where one was not
+/// given; `EINVAL` (with its log line) for the first bad value.
+pub(crate) fn from_params() -> Result {
+    for (spec, slot) in SPECS.iter().zip(VALUES_NOW.iter()) {
+        let Some(i) = (0..ffi::params::COUNT).find(|&i| ffi::params::name(i) == Some(spec.key))
+        else {
+            pr_err!(
+                "setting {} has no module parameter: add X({}) to NMICLOCK_PARAMS\n",
+                spec.key,
+                spec.key
+            );
+            return Err(EINVAL);
+        };
+        let value = ffi::params::value(i).unwrap_or(spec.default);
+        slot.store(parse(spec, value)?, Ordering::Relaxed);
+    }
     Ok(())
 }
 
@@ -149,27 +327,31 @@ pub(crate) fn split(input: &[u8]) -> Result<(&str, &str)> {
     }
 }
 
-/// The value of a setting as text.
-struct Value<'a>(&'a Setting);
+// ---- rendering ----------------------------------------------------------------------
 
-impl fmt::Display for Value<'_> {
+/// The value of setting `index` as text.
+struct Value(usize);
+
+impl fmt::Display for Value {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let v = self.0.value.load(Ordering::Relaxed);
-        match self.0.kind {
-            Kind::Name(names) => f.write_str(names.get(v as usize).copied().unwrap_or("?")),
-            Kind::Number { .. } => write!(f, "{v}"),
+        let v = VALUES_NOW
+            .get(self.0)
+            .map_or(0, |v| v.load(Ordering::Relaxed));
+        match SPECS.get(self.0).map(|s| &s.kind) {
+            Some(Kind::Names(names)) => f.write_str(names.get(v as usize).copied().unwrap_or("?")),
+            _ => write!(f, "{v}"),
         }
     }
 }
 
-/// Comma-separated names.
-struct OneOf(&'static [&'static str]);
+/// Names joined by a separator.
+struct Joined(&'static [&'static str], &'static str);
 
-impl fmt::Display for OneOf {
+impl fmt::Display for Joined {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, n) in self.0.iter().enumerate() {
             if i > 0 {
-                f.write_str(", ")?;
+                f.write_str(self.1)?;
             }
             f.write_str(n)?;
         }
@@ -182,7 +364,7 @@ struct Keys;
 
 impl fmt::Display for Keys {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, s) in SETTINGS.iter().enumerate() {
+        for (i, s) in SPECS.iter().enumerate() {
             if i > 0 {
                 f.write_str(", ")?;
             }
@@ -192,48 +374,23 @@ impl fmt::Display for Keys {
     }
 }
 
-/// The name a name-valued setting holds.
-pub(crate) fn name_of(key: Key) -> &'static str {
-    let Some(s) = SETTINGS.get(key as usize) else {
-        return "?";
-    };
-    match s.kind {
-        Kind::Name(names) => names
-            .get(s.value.load(Ordering::Relaxed) as usize)
-            .copied()
-            .unwrap_or("?"),
-        Kind::Number { .. } => "?",
+/// Writes every setting as a `key: value` line (`config`, `stats`).
+pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
+    for (i, s) in SPECS.iter().enumerate() {
+        writeln!(w, "{}: {}", s.key, Value(i))?;
     }
+    Ok(())
 }
 
-/// Writes every setting as `key: value`, or as `key=value ` pairs on one
-/// line when `inline` (for the End of test line).
-pub(crate) fn show(w: &mut impl Write, inline: bool) -> fmt::Result {
-    for s in SETTINGS.iter() {
-        if inline {
-            write!(w, " {}={}", s.key, Value(s))?;
-        } else {
-            writeln!(w, "{}: {}", s.key, Value(s))?;
+/// Every setting as ` key=value` pairs on one line (the load message and
+/// the End of test line).
+pub(crate) struct Inline;
+
+impl fmt::Display for Inline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, s) in SPECS.iter().enumerate() {
+            write!(f, " {}={}", s.key, Value(i))?;
         }
+        Ok(())
     }
-    Ok(())
-}
-
-/// The module parameters, applied in table order.
-pub(crate) fn from_params(p: &crate::ffi::Params) -> Result {
-    for (key, value) in [
-        ("clock", p.clock),
-        ("counter", p.counter),
-        ("counter_bits", p.counter_bits),
-        ("acct", p.acct),
-        ("nmi_source", p.nmi_source),
-        ("period_us", p.period_us),
-        ("update_us", p.update_us),
-        ("tear_window_ns", p.tear_window_ns),
-        ("duration_s", p.duration_s),
-        ("autostart", p.autostart),
-    ] {
-        set(key, value)?;
-    }
-    Ok(())
 }

@@ -51,9 +51,9 @@ fn main() {
     // Any frequency gives the same work per read; 1 GHz keeps the figures
     // readable if anyone prints the clocks' values.
     let ms = calc_mult_shift(1_000_000, 1_000_000, 3_600_000).expect("a conversion for 1 GHz");
-    let latch_ordered = Clock::new(Latch::new(), TscOrdered, wait_clock);
-    let latch_bare = Clock::new(Latch::new(), Tsc, wait_clock);
-    let seq_ordered = Clock::new(Seqcount::new(), TscOrdered, wait_clock);
+    let latch_ordered = Clock::new(Latch::new(), TscOrdered, wait_clock as fn() -> u64);
+    let latch_bare = Clock::new(Latch::new(), Tsc, wait_clock as fn() -> u64);
+    let seq_ordered = Clock::new(Seqcount::new(), TscOrdered, wait_clock as fn() -> u64);
     for c in [
         &latch_ordered as &dyn ClockSource,
         &latch_bare,

@@ -181,10 +181,11 @@ impl Default for AcctRecord {
     }
 }
 
-/// One update of an [`AcctRecord`].
-pub struct Update<'a> {
+/// One update of an [`AcctRecord`]. Generic over its two hooks, so that a
+/// caller in NMI context calls them directly, not through a pointer.
+pub struct Update<N, P> {
     /// Reads the current time (the task's CPU time, in the kernel's terms).
-    pub now: &'a mut dyn FnMut() -> u64,
+    pub now: N,
     /// Current RSS (pages).
     pub rss: u64,
     /// Current VM size (pages).
@@ -193,28 +194,33 @@ pub struct Update<'a> {
     pub min_delta: u64,
     /// Called between reading `acct_timexpd` and writing it: fault
     /// injection that widens the race window.
-    pub pause: &'a mut dyn FnMut(),
+    pub pause: P,
 }
 
-/// A way to run the update. Object-safe, so the module picks one by name.
+/// A way to run the update. The module keeps one of each in a table and
+/// picks one by name; calls are statically dispatched (the trait is not
+/// object-safe on purpose: its callers include NMI context).
 pub trait AcctStrategy: Sync {
     /// Name used in module parameters and `stats`.
-    fn name(&self) -> &'static str;
+    const NAME: &'static str;
 
     /// Updates `rec` once.
-    fn update(&self, rec: &AcctRecord, u: Update<'_>) -> Outcome;
+    fn update<N: FnMut() -> u64, P: FnMut()>(&self, rec: &AcctRecord, u: Update<N, P>)
+        -> Outcome;
 }
 
 /// The lock-free update.
 pub struct Cmpxchg;
 
 impl AcctStrategy for Cmpxchg {
-    fn name(&self) -> &'static str {
-        "cmpxchg"
-    }
+    const NAME: &'static str = "cmpxchg";
 
     #[inline]
-    fn update(&self, rec: &AcctRecord, u: Update<'_>) -> Outcome {
+    fn update<N: FnMut() -> u64, P: FnMut()>(
+        &self,
+        rec: &AcctRecord,
+        mut u: Update<N, P>,
+    ) -> Outcome {
         let time = (u.now)();
         let old = rec.timexpd.load(Ordering::Relaxed);
         let delta = time.wrapping_sub(old) as i64;
@@ -279,7 +285,7 @@ impl IrqExclusion for SpinExclusion {
 /// `acct_timexpd` is taken with a swap where C would store: the same write,
 /// with the old value for the checker.
 #[inline(always)]
-fn plain_update(rec: &AcctRecord, u: Update<'_>) -> Outcome {
+fn plain_update<N: FnMut() -> u64, P: FnMut()>(rec: &AcctRecord, mut u: Update<N, P>) -> Outcome {
     let time = (u.now)();
     let old = rec.timexpd.load(Ordering::Relaxed);
     // Unsigned, as in C: a negative delta is huge and passes the check.
@@ -310,12 +316,10 @@ fn plain_update(rec: &AcctRecord, u: Update<'_>) -> Outcome {
 pub struct IrqSave<X>(pub X);
 
 impl<X: IrqExclusion> AcctStrategy for IrqSave<X> {
-    fn name(&self) -> &'static str {
-        "irqsave"
-    }
+    const NAME: &'static str = "irqsave";
 
     #[inline]
-    fn update(&self, rec: &AcctRecord, u: Update<'_>) -> Outcome {
+    fn update<N: FnMut() -> u64, P: FnMut()>(&self, rec: &AcctRecord, u: Update<N, P>) -> Outcome {
         self.0.exclude(rec, || plain_update(rec, u))
     }
 }
@@ -324,12 +328,10 @@ impl<X: IrqExclusion> AcctStrategy for IrqSave<X> {
 pub struct Racy;
 
 impl AcctStrategy for Racy {
-    fn name(&self) -> &'static str {
-        "racy"
-    }
+    const NAME: &'static str = "racy";
 
     #[inline]
-    fn update(&self, rec: &AcctRecord, u: Update<'_>) -> Outcome {
+    fn update<N: FnMut() -> u64, P: FnMut()>(&self, rec: &AcctRecord, u: Update<N, P>) -> Outcome {
         plain_update(rec, u)
     }
 }

@@ -517,21 +517,35 @@ pub trait ClockSource: Sync {
     fn set_wait_budget_ns(&self, ns: u64);
 }
 
-/// A [`Protection`] over a [`Counter`], with writer exclusion.
-pub struct Clock<P, C> {
+/// What a reader that waits for the writer measures its budget with: a
+/// time in ns, readable wherever reads happen (NMI context included).
+/// A type, not a function pointer, so that the wait calls it directly.
+pub trait TimeSource: Sync {
+    /// The time now, in ns.
+    fn now_ns(&self) -> u64;
+}
+
+/// Any `fn() -> u64` is a time source (for the host's tests).
+impl TimeSource for fn() -> u64 {
+    fn now_ns(&self) -> u64 {
+        self()
+    }
+}
+
+/// A [`Protection`] over a [`Counter`], with writer exclusion; `T` times
+/// the waits of protections that wait.
+pub struct Clock<P, C, T> {
     prot: P,
     counter: C,
     writer: AtomicBool,
     budget_ns: AtomicU64,
-    wait_clock: fn() -> u64,
+    wait_clock: T,
 }
 
-impl<P: Protection, C: Counter> Clock<P, C> {
+impl<P: Protection, C: Counter, T: TimeSource> Clock<P, C, T> {
     loom_const_fn! {
-        /// A clock reading 0 until [`ClockSource::start`]. `wait_clock`
-        /// (ns, callable wherever reads happen, NMI included) times the
-        /// waits of protections that wait.
-        pub fn new(prot: P, counter: C, wait_clock: fn() -> u64) -> Self {
+        /// A clock reading 0 until [`ClockSource::start`].
+        pub fn new(prot: P, counter: C, wait_clock: T) -> Self {
             Self {
                 prot,
                 counter,
@@ -553,7 +567,7 @@ impl<P: Protection, C: Counter> Clock<P, C> {
     }
 }
 
-impl<P: Protection, C: Counter> ClockSource for Clock<P, C> {
+impl<P: Protection, C: Counter, T: TimeSource> ClockSource for Clock<P, C, T> {
     fn protection(&self) -> &'static str {
         P::NAME
     }
@@ -568,7 +582,8 @@ impl<P: Protection, C: Counter> ClockSource for Clock<P, C> {
             timeout_ns: self.budget_ns.load(Ordering::Relaxed),
             poll_count: DEFAULT_POLL_COUNT,
         };
-        self.prot.read(&self.counter, budget, self.wait_clock)
+        self.prot
+            .read(&self.counter, budget, || self.wait_clock.now_ns())
     }
 
     fn start(&self, start_ns: u64, mult: u32, shift: u32, mask: u64) -> bool {

@@ -209,7 +209,7 @@ static C1: FakeCounter = FakeCounter::new(0);
 
 #[test]
 fn epoch_update_keeps_time_continuous_and_reports_overruns() {
-    let clock = Clock::new(Latch::new(), Shared(&C1), no_time);
+    let clock = Clock::new(Latch::new(), Shared(&C1), no_time as fn() -> u64);
     let mask = 0xffff;
     C1.set(1_000);
     assert!(clock.start(5_000, 1 << 8, 8, mask));
@@ -246,7 +246,7 @@ static C2: FakeCounter = FakeCounter::new(0);
 
 #[test]
 fn a_busy_writer_is_not_entered_twice() {
-    let clock = Clock::new(Seqcount::new(), Shared(&C2), no_time);
+    let clock = Clock::new(Seqcount::new(), Shared(&C2), no_time as fn() -> u64);
     assert!(clock.start(0, 1, 0, u64::MAX));
     // Re-enter from inside the pause hook, as an interrupt on the writer's
     // CPU would.
@@ -274,7 +274,7 @@ fn ticking_time() -> u64 {
 fn seqcount_reader_inside_the_write_section_stalls_instead_of_hanging() {
     // A read from the pause hook is a read by an NMI that interrupted the
     // writer: the count is odd and stays odd until the reader returns.
-    let clock = Clock::new(Seqcount::new(), Shared(&C3), ticking_time);
+    let clock = Clock::new(Seqcount::new(), Shared(&C3), ticking_time as fn() -> u64);
     clock.set_wait_budget_ns(50_000);
     C3.set(100);
     assert!(clock.start(0, 1, 0, u64::MAX));
@@ -290,7 +290,7 @@ fn seqcount_reader_inside_the_write_section_stalls_instead_of_hanging() {
 
     // The latch in the same spot reads whichever copy is not being written,
     // whole: the even one while the odd one is written, then the odd one.
-    let latch = Clock::new(Latch::new(), Shared(&C3), ticking_time);
+    let latch = Clock::new(Latch::new(), Shared(&C3), ticking_time as fn() -> u64);
     C3.set(100);
     assert!(latch.start(0, 1, 0, u64::MAX));
     C3.set(200);
@@ -304,7 +304,7 @@ static C4: FakeCounter = FakeCounter::new(0);
 
 #[test]
 fn recalibration_does_not_step_time() {
-    let clock = Clock::new(Latch::new(), Shared(&C4), no_time);
+    let clock = Clock::new(Latch::new(), Shared(&C4), no_time as fn() -> u64);
     C4.set(1_000);
     assert!(clock.start(7_000, 1 << 8, 8, u64::MAX));
     C4.set(3_000);
@@ -356,12 +356,12 @@ static C5: FakeCounter = FakeCounter::new(0);
 
 #[test]
 fn writers_mark_their_windows_and_the_latch_reads_the_other_copy() {
-    let latch = Clock::new(Latch::new(), Shared(&C5), no_time);
+    let latch = Clock::new(Latch::new(), Shared(&C5), no_time as fn() -> u64);
     // The seqcount's reader inside the window waits for the writer it
     // interrupted until its budget runs out: give it time that passes.
-    let seq = Clock::new(Seqcount::new(), Shared(&C5), ticking_time);
+    let seq = Clock::new(Seqcount::new(), Shared(&C5), ticking_time as fn() -> u64);
     seq.set_wait_budget_ns(10_000);
-    let bare = Clock::new(Unprotected::new(), Shared(&C5), no_time);
+    let bare = Clock::new(Unprotected::new(), Shared(&C5), no_time as fn() -> u64);
     let want: [(&dyn ClockSource, &[&str]); 3] = [
         (
             &latch,

@@ -19,29 +19,29 @@ use nmiclock_core::acct::{
 
 /// One update reading a shared clock: every read is 50 ns after the one
 /// before it, whichever thread made it, so time never runs backwards.
-fn update(s: &dyn AcctStrategy, rec: &AcctRecord, clock: &AtomicU64) -> Outcome {
+fn update<S: AcctStrategy>(s: &S, rec: &AcctRecord, clock: &AtomicU64) -> Outcome {
     s.update(
         rec,
         Update {
-            now: &mut || clock.fetch_add(50, Ordering::SeqCst) + 50,
+            now: || clock.fetch_add(50, Ordering::SeqCst) + 50,
             rss: 3,
             vm: 7,
             min_delta: 1,
-            pause: &mut || {},
+            pause: || {},
         },
     )
 }
 
-fn race(make: fn() -> Box<dyn AcctStrategy + Send>) {
+fn race<S: AcctStrategy + Send + 'static>(make: fn() -> S) {
     loom::model(move || {
-        let s: Arc<Box<dyn AcctStrategy + Send>> = Arc::new(make());
+        let s = Arc::new(make());
         let rec = Arc::new(AcctRecord::new());
         let clock = Arc::new(AtomicU64::new(0));
         let irq = {
             let (s, rec, clock) = (Arc::clone(&s), Arc::clone(&rec), Arc::clone(&clock));
-            thread::spawn(move || update(&**s, &rec, &clock))
+            thread::spawn(move || update(&*s, &rec, &clock))
         };
-        let task = update(&**s, &rec, &clock);
+        let task = update(&*s, &rec, &clock);
         let irq = irq.join().unwrap();
         let mut applied = 0u64;
         for o in [task, irq] {
@@ -65,16 +65,16 @@ fn race(make: fn() -> Box<dyn AcctStrategy + Send>) {
 
 #[test]
 fn cmpxchg_never_applies_a_bad_interval() {
-    race(|| Box::new(Cmpxchg));
+    race(|| Cmpxchg);
 }
 
 #[test]
 fn irqsave_never_applies_a_bad_interval() {
-    race(|| Box::new(IrqSave(SpinExclusion)));
+    race(|| IrqSave(SpinExclusion));
 }
 
 #[test]
 #[should_panic(expected = "bad update")]
 fn racy_is_caught() {
-    race(|| Box::new(Racy));
+    race(|| Racy);
 }

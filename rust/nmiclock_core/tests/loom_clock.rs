@@ -99,7 +99,7 @@ fn latch_clock_reads_stay_monotonic_across_an_update() {
     // Through the whole Clock: a reader before and after an epoch update
     // with a counter that does not move sees the same time.
     loom::model(|| {
-        let clock = Arc::new(Clock::new(Latch::new(), Frozen, no_time));
+        let clock = Arc::new(Clock::new(Latch::new(), Frozen, no_time as fn() -> u64));
         use nmiclock_core::clock::ClockSource;
         assert!(clock.start(5_000, 1, 0, u64::MAX));
         let writer = {

@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! One owner of "what is running": every activity that uses the clock, the
+//! acct records or the settings in a way another must not disturb takes a
+//! [`Guard`] first, and there is one at a time. A second gets `EBUSY` and
+//! one log line naming what is in progress; nothing changes.
+//!
+//! | activity      | started by                         | held until           |
+//! |---------------|------------------------------------|----------------------|
+//! | `stress run`  | `start` to `control`, `autostart`  | the run stops        |
+//! | `check`       | a write to `check`                 | the check returns    |
+//! | `acct run`    | a write to `acct`                  | the run returns      |
+//! | `acct_bench`  | a write to `acct_bench`            | the bench returns    |
+//! | `bench`       | a write to `bench`                 | the bench returns    |
+//! | `config`      | a write to `config`                | the write returns    |
+//! | `reset`       | `reset` to `control`               | the reset returns    |
+//!
+//! `bench` times the NMI handler with a stress run of its own: its guard
+//! [`Guard::nest`]s one for the run, which hands the activity back to
+//! `bench` when the run ends.
+
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use kernel::prelude::*;
+
+/// What can run.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u32)]
+pub(crate) enum Activity {
+    /// A stress run (`control`).
+    Stress = 1,
+    /// The task-context clock check (`check`).
+    Check,
+    /// The acct updater (`acct`).
+    Acct,
+    /// The acct cost benchmark (`acct_bench`).
+    AcctBench,
+    /// The benchmark (`bench`).
+    Bench,
+    /// A `config` write.
+    Config,
+    /// A `reset` of the counters.
+    Reset,
+}
+
+impl Activity {
+    /// Every activity, in `repr` order from 1.
+    const ALL: [Self; 7] = [
+        Self::Stress,
+        Self::Check,
+        Self::Acct,
+        Self::AcctBench,
+        Self::Bench,
+        Self::Config,
+        Self::Reset,
+    ];
+
+    fn from_u32(v: u32) -> Option<Self> {
+        Self::ALL.iter().copied().find(|a| *a as u32 == v)
+    }
+
+    /// Its name in log lines.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Stress => "a stress run",
+            Self::Check => "a check",
+            Self::Acct => "an acct run",
+            Self::AcctBench => "an acct_bench",
+            Self::Bench => "a bench",
+            Self::Config => "a config write",
+            Self::Reset => "a reset",
+        }
+    }
+}
+
+/// The activity in progress (`Activity as u32`), 0 for none.
+static CURRENT: AtomicU32 = AtomicU32::new(0);
+
+/// The activity in progress, if any.
+pub(crate) fn current() -> Option<Activity> {
+    Activity::from_u32(CURRENT.load(Ordering::Acquire))
+}
+
+/// The right to run one activity; dropping it ends the activity (or hands
+/// it back to the one it was nested in).
+///
+/// # Invariants
+///
+/// [`CURRENT`] holds `kind` from the guard's creation until its drop.
+pub(crate) struct Guard {
+    kind: Activity,
+    /// What [`CURRENT`] goes back to on drop (0: nothing).
+    outer: u32,
+}
+
+impl Guard {
+    /// Starts `kind`, if nothing else runs; else logs `what: not while ...
+    /// is in progress` and gives `EBUSY`.
+    pub(crate) fn try_begin(kind: Activity, what: &str) -> Result<Self> {
+        match CURRENT.compare_exchange(0, kind as u32, Ordering::AcqRel, Ordering::Acquire) {
+            // INVARIANT: `CURRENT` went from nothing to `kind`.
+            Ok(_) => Ok(Self { kind, outer: 0 }),
+            Err(busy) => {
+                pr_err!(
+                    "{}: not while {} is in progress\n",
+                    what,
+                    Activity::from_u32(busy).map_or("something", Activity::name)
+                );
+                Err(EBUSY)
+            }
+        }
+    }
+
+    /// Hands the activity over to `kind` nested inside this one (which
+    /// must outlive it): `bench`'s own stress run. The nested guard gives
+    /// the activity back to this one when dropped.
+    pub(crate) fn nest(&self, kind: Activity) -> Result<Self> {
+        CURRENT
+            .compare_exchange(
+                self.kind as u32,
+                kind as u32,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .map_err(|_| EBUSY)?;
+        // INVARIANT: `CURRENT` went from the outer kind to `kind`.
+        Ok(Self {
+            kind,
+            outer: self.kind as u32,
+        })
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        // By the type invariant `CURRENT` holds our kind.
+        CURRENT.store(self.outer, Ordering::Release);
+    }
+}

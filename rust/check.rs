@@ -1,0 +1,347 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The task-context check (debugfs `check`): a kthread bound to each
+//! online CPU reads nmiclock between two `local_clock()` reads, interrupts
+//! off, as fast as it can, and counts backward steps and the largest
+//! disagreement with `local_clock()`. Each read also notes whether it met a
+//! writer's window ([`crate::coverage`]): with `windows=N` the check ends
+//! as soon as the readers have seen N distinct windows, or time went
+//! backwards, so its length follows how often readers really met a writer.
+
+use core::fmt::{self, Write};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+use kernel::prelude::*;
+
+use crate::activity::{Activity, Guard};
+use crate::coverage::{Hit, View};
+use crate::ffi;
+use crate::ffi::kthread::Kthread;
+use crate::kclock;
+use crate::parse::{parse_kv, parse_u32, Key};
+use crate::percpu::PerCpu;
+
+/// Longest check, in ms.
+pub(crate) const MAX_MS: u32 = 60_000;
+
+/// Most windows a check may ask for.
+const MAX_WINDOWS: u32 = 1_000_000;
+
+/// The keys a `check` write takes, with their ranges.
+const KEYS: [Key; 2] = [
+    Key {
+        name: "ms",
+        min: 1,
+        max: MAX_MS,
+    },
+    Key {
+        name: "windows",
+        min: 0,
+        max: MAX_WINDOWS,
+    },
+];
+
+/// What a write to `check` asks for.
+#[derive(Clone, Copy)]
+struct Args {
+    /// How long to read, at most, in ms.
+    ms: u32,
+    /// End as soon as the readers have seen this many distinct writer
+    /// windows, or time went backwards (0: read for the whole `ms`).
+    windows: u32,
+}
+
+/// Parses a `check` write: a duration in ms, or `ms=N windows=N`.
+fn parse(input: &[u8]) -> Option<Args> {
+    if let Some(ms) = parse_u32(input) {
+        return (1..=MAX_MS)
+            .contains(&ms)
+            .then_some(Args { ms, windows: 0 });
+    }
+    let mut v = [0, 0];
+    parse_kv(input, &KEYS, &mut v).ok()?;
+    let [ms, windows] = v;
+    (ms != 0).then_some(Args { ms, windows })
+}
+
+/// One CPU's results, in its own cache line.
+#[repr(align(64))]
+#[derive(Default)]
+struct CpuResult {
+    reads: AtomicU64,
+    backwards: AtomicU64,
+    max_backstep_ns: AtomicU64,
+    max_dev_ns: AtomicU64,
+    max_window_ns: AtomicU64,
+    window_hits: AtomicU64,
+    windows_seen: AtomicU64,
+}
+
+impl CpuResult {
+    fn all(&self) -> [&AtomicU64; 7] {
+        [
+            &self.reads,
+            &self.backwards,
+            &self.max_backstep_ns,
+            &self.max_dev_ns,
+            &self.max_window_ns,
+            &self.window_hits,
+            &self.windows_seen,
+        ]
+    }
+}
+
+static RESULTS: PerCpu<CpuResult> = PerCpu::new();
+
+static RUNNING: AtomicBool = AtomicBool::new(false);
+static RUNS: AtomicU64 = AtomicU64::new(0);
+static CPUS: AtomicU32 = AtomicU32::new(0);
+static DURATION_MS: AtomicU64 = AtomicU64::new(0);
+static ELAPSED_MS: AtomicU64 = AtomicU64::new(0);
+static WANT_WINDOWS: AtomicU64 = AtomicU64::new(0);
+/// Distinct windows the readers have seen so far, summed over readers.
+static WINDOWS: AtomicU64 = AtomicU64::new(0);
+/// Set when a reader saw time go backwards.
+static CAUGHT: AtomicBool = AtomicBool::new(false);
+/// [`WINDOWS`] when the first backward step was seen, plus one (0: none).
+static FIRST_CATCH: AtomicU64 = AtomicU64::new(0);
+/// Why the last check ended.
+static STOPPED: AtomicU32 = AtomicU32::new(Stop::Duration as u32);
+
+/// Why a check ended.
+#[derive(Clone, Copy)]
+#[repr(u32)]
+enum Stop {
+    /// Its whole duration passed.
+    Duration = 0,
+    /// The readers saw the windows asked for.
+    Windows = 1,
+    /// Time went backwards.
+    Caught = 2,
+}
+
+/// The check's per-CPU results, installed at load; dropping it removes
+/// them.
+pub(crate) struct Installed(());
+
+impl Installed {
+    /// Installs the per-CPU results.
+    pub(crate) fn new() -> Result<Self> {
+        RESULTS.install(CpuResult::default)?;
+        Ok(Self(()))
+    }
+}
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        // SAFETY: The debugfs files, whose handlers run and show checks,
+        // are gone before this is dropped.
+        unsafe { RESULTS.uninstall() };
+    }
+}
+
+/// One sample: nmiclock read between two `local_clock()` reads, interrupts
+/// off so only an NMI (or, in a VM, the host) can come between them. The
+/// window `[before, after]` bounds when the read happened; `hit` says
+/// whether a writer's window was open meanwhile.
+struct Sample {
+    before: u64,
+    ns: u64,
+    after: u64,
+    hit: Hit,
+}
+
+fn sample() -> Sample {
+    ffi::cpu::with_irqs_disabled(|| {
+        let v0 = View::now();
+        let before = ffi::time::local_clock();
+        let ns = kclock::read().ns;
+        let after = ffi::time::local_clock();
+        let v1 = View::now();
+        Sample {
+            before,
+            ns,
+            after,
+            hit: Hit::between(v0, v1),
+        }
+    })
+}
+
+/// How far nmiclock's elapsed time since `base` falls outside what
+/// `local_clock()` allows: elapsed local time is at least
+/// `s.before - base.after` and at most `s.after - base.before`.
+fn deviation(base: &Sample, s: &Sample) -> u64 {
+    let elapsed = s.ns.wrapping_sub(base.ns) as i64;
+    let lo = s.before.wrapping_sub(base.after) as i64;
+    let hi = s.after.wrapping_sub(base.before) as i64;
+    if elapsed < lo {
+        lo.wrapping_sub(elapsed) as u64
+    } else if elapsed > hi {
+        elapsed.wrapping_sub(hi) as u64
+    } else {
+        0
+    }
+}
+
+/// Samples taken to pick the base of the check: the one with the narrowest
+/// window, since its window is slack for every later comparison.
+const BASE_SAMPLES: u32 = 100;
+
+/// One CPU's share of the check.
+fn check_cpu(k: &Kthread, cpu: u32) {
+    let Some(slot) = RESULTS.get(cpu) else {
+        return;
+    };
+    let duration = DURATION_MS.load(Ordering::Relaxed).saturating_mul(1_000_000);
+    let want = WANT_WINDOWS.load(Ordering::Relaxed);
+    let mut base = sample();
+    for _ in 1..BASE_SAMPLES {
+        let s = sample();
+        if s.after.wrapping_sub(s.before) < base.after.wrapping_sub(base.before) {
+            base = s;
+        }
+    }
+    let end = base.after.wrapping_add(duration);
+    let mut prev = base.ns;
+    let (mut reads, mut backwards, mut backstep, mut dev, mut window) = (0u64, 0u64, 0, 0, 0);
+    let (mut hits, mut seen, mut last_seq) = (0u64, 0u64, None);
+    loop {
+        let s = sample();
+        reads = reads.wrapping_add(1);
+        if s.hit.any() {
+            hits = hits.wrapping_add(1);
+        }
+        if s.hit.inside && last_seq != Some(s.hit.seq) {
+            last_seq = Some(s.hit.seq);
+            seen = seen.wrapping_add(1);
+            WINDOWS.fetch_add(1, Ordering::Relaxed);
+        }
+        if s.ns < prev {
+            backwards = backwards.wrapping_add(1);
+            backstep = backstep.max(prev - s.ns);
+            if !CAUGHT.swap(true, Ordering::Relaxed) {
+                let at = WINDOWS.load(Ordering::Relaxed);
+                FIRST_CATCH.store(at.wrapping_add(1), Ordering::Relaxed);
+            }
+        }
+        prev = s.ns;
+        dev = dev.max(deviation(&base, &s));
+        window = window.max(s.after.wrapping_sub(s.before));
+        if s.after.wrapping_sub(end) as i64 >= 0 {
+            break;
+        }
+        if want != 0 {
+            // A verdict either way: a catch, or enough windows survived.
+            if CAUGHT.load(Ordering::Relaxed) {
+                STOPPED.store(Stop::Caught as u32, Ordering::Relaxed);
+                break;
+            }
+            if WINDOWS.load(Ordering::Relaxed) >= want {
+                STOPPED.store(Stop::Windows as u32, Ordering::Relaxed);
+                break;
+            }
+        }
+        if reads % 64 == 0 {
+            if k.should_stop() {
+                break;
+            }
+            ffi::cpu::cond_resched();
+        }
+    }
+    for (a, v) in slot
+        .all()
+        .into_iter()
+        .zip([reads, backwards, backstep, dev, window, hits, seen])
+    {
+        a.store(v, Ordering::Relaxed);
+    }
+}
+
+/// Handles a write to `check`: parses it and runs the check on every
+/// online CPU, blocking, for `ms`, or until the readers have seen
+/// `windows` writer windows or a backward step. `EINVAL` for a bad write,
+/// `EBUSY` while anything else runs; nothing runs then.
+pub(crate) fn write(input: &[u8]) -> Result {
+    let Some(args) = parse(input) else {
+        pr_err!(
+            "check: want a duration in ms, 1..{}, or ms=1..{} windows=0..{}\n",
+            MAX_MS,
+            MAX_MS,
+            MAX_WINDOWS
+        );
+        return Err(EINVAL);
+    };
+    let _guard = Guard::try_begin(Activity::Check, "check")?;
+    RUNNING.store(true, Ordering::Relaxed);
+    for (_, s) in RESULTS.iter() {
+        for c in s.all() {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+    DURATION_MS.store(u64::from(args.ms), Ordering::Relaxed);
+    WANT_WINDOWS.store(u64::from(args.windows), Ordering::Relaxed);
+    WINDOWS.store(0, Ordering::Relaxed);
+    CAUGHT.store(false, Ordering::Relaxed);
+    FIRST_CATCH.store(0, Ordering::Relaxed);
+    STOPPED.store(Stop::Duration as u32, Ordering::Relaxed);
+    CPUS.store(ffi::cpu::num_online_cpus(), Ordering::Relaxed);
+    let t0 = ffi::time::local_clock();
+    let ret = ffi::kthread::run_on_each_cpu(&check_cpu);
+    ELAPSED_MS.store(
+        ffi::time::local_clock().wrapping_sub(t0) / 1_000_000,
+        Ordering::Relaxed,
+    );
+    RUNS.fetch_add(1, Ordering::Relaxed);
+    RUNNING.store(false, Ordering::Relaxed);
+    ret
+}
+
+/// Writes the `check` file: the last check's results, totals then per CPU.
+pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
+    let running = RUNNING.load(Ordering::Relaxed);
+    let first = FIRST_CATCH.load(Ordering::Relaxed);
+    writeln!(w, "state: {}", if running { "running" } else { "idle" })?;
+    writeln!(w, "runs: {}", RUNS.load(Ordering::Relaxed))?;
+    writeln!(w, "duration_ms: {}", DURATION_MS.load(Ordering::Relaxed))?;
+    writeln!(w, "elapsed_ms: {}", ELAPSED_MS.load(Ordering::Relaxed))?;
+    writeln!(w, "windows_wanted: {}", WANT_WINDOWS.load(Ordering::Relaxed))?;
+    writeln!(
+        w,
+        "stopped: {}",
+        match STOPPED.load(Ordering::Relaxed) {
+            1 => "windows",
+            2 => "caught",
+            _ => "duration",
+        }
+    )?;
+    writeln!(w, "cpus: {}", CPUS.load(Ordering::Relaxed))?;
+    writeln!(w, "reads: {}", RESULTS.sum(|s| &s.reads))?;
+    writeln!(w, "window_hits: {}", RESULTS.sum(|s| &s.window_hits))?;
+    writeln!(w, "windows_seen: {}", RESULTS.sum(|s| &s.windows_seen))?;
+    if first == 0 {
+        writeln!(w, "first_catch_windows: -1")?;
+    } else {
+        writeln!(w, "first_catch_windows: {}", first - 1)?;
+    }
+    writeln!(w, "backwards: {}", RESULTS.sum(|s| &s.backwards))?;
+    writeln!(w, "max_backstep_ns: {}", RESULTS.max(|s| &s.max_backstep_ns))?;
+    writeln!(w, "max_dev_ns: {}", RESULTS.max(|s| &s.max_dev_ns))?;
+    writeln!(w, "max_window_ns: {}", RESULTS.max(|s| &s.max_window_ns))?;
+    for (cpu, s) in RESULTS.iter() {
+        let reads = s.reads.load(Ordering::Relaxed);
+        if reads == 0 {
+            continue;
+        }
+        writeln!(
+            w,
+            "cpu{cpu}: reads={reads} backwards={} max_backstep_ns={} max_dev_ns={} max_window_ns={} window_hits={} windows_seen={}",
+            s.backwards.load(Ordering::Relaxed),
+            s.max_backstep_ns.load(Ordering::Relaxed),
+            s.max_dev_ns.load(Ordering::Relaxed),
+            s.max_window_ns.load(Ordering::Relaxed),
+            s.window_hits.load(Ordering::Relaxed),
+            s.windows_seen.load(Ordering::Relaxed)
+        )?;
+    }
+    Ok(())
+}

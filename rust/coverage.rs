@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Coverage: did a reader really meet a writer inside its update?
+//!
+//! A tear can only happen while a writer is inside its update. The clock's
+//! writers mark that stretch, the *window* ([`crate::clock::Window`]), on
+//! their CPU through a [`Marker`], their [`crate::clock::Writer`]; a reader
+//! takes a [`View`] before and after its read, and [`Hit::between`] says
+//! whether the read met a window: its own CPU's (a *local* hit: the read
+//! interrupted the writer, the case of an NMI on the writer's CPU) or
+//! another CPU's (a *remote* hit), and whether it lay wholly inside one.
+//!
+//! The window encloses every instant at which a copy is half written, so a
+//! read that could have seen a tear always counts.
+
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use kernel::prelude::*;
+
+use crate::clock::{Window, Writer};
+use crate::ffi;
+use crate::percpu::PerCpu;
+
+/// One CPU's writer marks, in its own cache line.
+#[repr(align(64))]
+#[derive(Default)]
+struct Slot {
+    /// The window this CPU's writer is in (`Window as u32`), 0 if none.
+    window: AtomicU32,
+    /// Windows entered on this CPU.
+    entered: AtomicU64,
+}
+
+static SLOTS: PerCpu<Slot> = PerCpu::new();
+
+/// Writer windows open right now, on all CPUs.
+static OPEN: AtomicU32 = AtomicU32::new(0);
+/// Windows entered since load, on all CPUs: a reader that sees it change
+/// across its read overlapped a window that opened meanwhile.
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// The marks' per-CPU slots, installed at load; dropping it removes them.
+pub(crate) struct Installed(());
+
+impl Installed {
+    /// Installs the slots.
+    pub(crate) fn new() -> Result<Self> {
+        SLOTS.install(Slot::default)?;
+        Ok(Self(()))
+    }
+}
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        // SAFETY: The module drops this after everything that writes or
+        // reads the clock (clock, stress run, check, debugfs) is gone.
+        unsafe { SLOTS.uninstall() };
+    }
+}
+
+/// The module's [`Writer`]: marks the window on the writer's CPU and pauses
+/// `pause_ns` inside it (the `tear_window_ns` fault injection).
+pub(crate) struct Marker {
+    pause_ns: u32,
+    slot: Option<&'static Slot>,
+}
+
+impl Marker {
+    /// A marker for a writer on this CPU, which must not migrate until it
+    /// is done: hard-IRQ context, or a kthread bound to the CPU.
+    pub(crate) fn here(pause_ns: u32) -> Self {
+        Self {
+            pause_ns,
+            slot: SLOTS.this_cpu(),
+        }
+    }
+}
+
+impl Writer for Marker {
+    fn enter(&mut self, window: Window) {
+        if let Some(s) = self.slot {
+            s.window.store(window as u32, Ordering::Release);
+            s.entered.fetch_add(1, Ordering::Relaxed);
+        }
+        OPEN.fetch_add(1, Ordering::AcqRel);
+        SEQ.fetch_add(1, Ordering::AcqRel);
+    }
+
+    fn pause(&mut self) {
+        if self.pause_ns != 0 {
+            ffi::cpu::ndelay(self.pause_ns);
+        }
+    }
+
+    fn leave(&mut self) {
+        OPEN.fetch_sub(1, Ordering::AcqRel);
+        if let Some(s) = self.slot {
+            s.window.store(0, Ordering::Release);
+        }
+    }
+}
+
+/// What a reader sees of the writers' windows at one instant.
+#[derive(Clone, Copy)]
+pub(crate) struct View {
+    local: u32,
+    open: u32,
+    seq: u32,
+}
+
+impl View {
+    /// Looks now. Any context, NMI included.
+    #[inline]
+    pub(crate) fn now() -> Self {
+        Self {
+            local: SLOTS
+                .this_cpu()
+                .map_or(0, |s| s.window.load(Ordering::Acquire)),
+            open: OPEN.load(Ordering::Acquire),
+            seq: SEQ.load(Ordering::Acquire),
+        }
+    }
+}
+
+/// Whether a read between two [`View`]s (on one CPU) met a window.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Hit {
+    /// This CPU's writer was inside this window: the read interrupted it.
+    pub(crate) local: Option<Window>,
+    /// Another CPU's writer was inside its window during the read.
+    pub(crate) remote: bool,
+    /// The whole read lay inside one window: open before and after it,
+    /// with no other opening meanwhile.
+    pub(crate) inside: bool,
+    /// A number for the window met (windows entered so far), to count
+    /// distinct windows.
+    pub(crate) seq: u32,
+}
+
+impl Hit {
+    /// Classifies a read taken between `before` and `after`.
+    #[inline]
+    pub(crate) fn between(before: View, after: View) -> Self {
+        let local = Window::from_u32(before.local).or_else(|| Window::from_u32(after.local));
+        let mine = u32::from(local.is_some());
+        Self {
+            local,
+            remote: before.open > mine || after.open > mine || before.seq != after.seq,
+            inside: local.is_some()
+                || (before.open > 0 && after.open > 0 && before.seq == after.seq),
+            seq: after.seq,
+        }
+    }
+
+    /// Whether the read met any window.
+    pub(crate) fn any(&self) -> bool {
+        self.local.is_some() || self.remote
+    }
+}
+
+/// Windows entered since load, on all CPUs.
+pub(crate) fn windows_entered() -> u64 {
+    SLOTS.sum(|s| &s.entered)
+}

@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Kthreads running closures: [`Worker`] (one bound to a CPU, until
+//! dropped) and [`run_on_each_cpu`] (one per online CPU, to completion).
+//! Their closures get a [`Kthread`], the token for what only a kthread may
+//! call: `kthread_should_stop()` dereferences the kthread data of the
+//! current task, which a task that is not a kthread does not have.
+
+use core::marker::PhantomData;
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicPtr, Ordering};
+
+use kernel::error::{from_err_ptr, to_result, Result};
+use kernel::ffi::{c_uint, c_void};
+use kernel::prelude::*;
+
+use super::{bindings, closure, erase, Callback, Owned};
+
+/// Proof that the code holding it runs in a kthread the glue started. Only
+/// the glue's trampolines make one, and lend it to the closure they run;
+/// it is neither `Send` nor `Sync`, so it cannot reach another task.
+pub(crate) struct Kthread {
+    _not_send: PhantomData<*const ()>,
+}
+
+impl Kthread {
+    /// The token for the running kthread.
+    ///
+    /// # Safety
+    ///
+    /// The current task must be a kthread started by the glue, for as long
+    /// as the token lives.
+    unsafe fn assume() -> Self {
+        Self {
+            _not_send: PhantomData,
+        }
+    }
+
+    /// Whether this kthread has been asked to stop.
+    pub(crate) fn should_stop(&self) -> bool {
+        // SAFETY: By the type invariant this runs in a kthread, as
+        // `kthread_should_stop()` requires.
+        unsafe { bindings::nmiclock_kthread_should_stop() }
+    }
+
+    /// Sleeps until woken or asked to stop, `max_ms` at most. `announce`
+    /// runs after the task is marked sleeping and before it sleeps, so a
+    /// wake-up by whoever sees the announcement is never lost.
+    pub(crate) fn sleep_until_woken(&self, announce: impl FnOnce(), max_ms: u32) {
+        // SAFETY: Marking the current task sleeping has no preconditions.
+        unsafe { bindings::nmiclock_kthread_prepare_to_sleep() };
+        announce();
+        // SAFETY: In a kthread (type invariant), after the task was marked
+        // sleeping.
+        unsafe { bindings::nmiclock_kthread_sleep(max_ms) };
+    }
+}
+
+/// The glue's kthread function for a [`Worker`].
+///
+/// # Safety
+///
+/// `data` points at the closure of a live [`Worker`], and this runs in the
+/// kthread the glue started for it.
+unsafe extern "C" fn worker_trampoline<F: Fn(&Kthread)>(data: *const c_void) {
+    // SAFETY: The caller's contract: the worker outlives its thread.
+    let f = unsafe { closure::<F>(data) };
+    // SAFETY: This runs in the worker's kthread.
+    f(&unsafe { Kthread::assume() });
+}
+
+/// A kthread bound to one CPU running a closure once (the closure loops
+/// until [`Kthread::should_stop`]); stopped, waiting for the closure to
+/// return, on drop. If it is stopped before it first ran, the closure never
+/// runs.
+///
+/// # Invariants
+///
+/// `task` is a kthread started by `nmiclock_kthread_start()`, not stopped,
+/// whose callback is the one in `_owned`.
+pub(crate) struct Worker {
+    task: NonNull<bindings::task_struct>,
+    _owned: Owned,
+}
+
+// SAFETY: Kthreads may be stopped from any thread; the closure is `Send`.
+unsafe impl Send for Worker {}
+// SAFETY: The only `&self` operation hands out a `TaskHandle`, a pointer.
+unsafe impl Sync for Worker {}
+
+impl Worker {
+    /// Starts `f` in a kthread bound to `cpu`.
+    pub(crate) fn start<F>(cpu: u32, f: F) -> Result<Self>
+    where
+        F: Fn(&Kthread) + Send + Sync + 'static,
+    {
+        let cb = Callback::new(f, worker_trampoline::<F>)?;
+        // SAFETY: The callback's trampoline matches its closure, and the
+        // worker keeps the callback until after the kthread is stopped.
+        let task = from_err_ptr(unsafe { bindings::nmiclock_kthread_start(cpu, cb.raw()) })?;
+        // INVARIANT: Not an error pointer: a live kthread running `cb`.
+        NonNull::new(task)
+            .map(|task| Self {
+                task,
+                _owned: erase(cb),
+            })
+            .ok_or(ENOMEM)
+    }
+
+    /// A handle to wake this worker from interrupt context; see
+    /// [`TaskSlot`].
+    pub(crate) fn handle(&self) -> TaskHandle<'_> {
+        TaskHandle {
+            task: self.task,
+            _worker: PhantomData,
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        // SAFETY: Live (type invariant); stopped once, here. `kthread_stop()`
+        // returns once the thread has exited, so the closure is unused after.
+        unsafe { bindings::nmiclock_kthread_stop(self.task.as_ptr()) };
+    }
+}
+
+/// A [`Worker`]'s task, for as long as the worker is borrowed.
+#[derive(Clone, Copy)]
+pub(crate) struct TaskHandle<'a> {
+    task: NonNull<bindings::task_struct>,
+    _worker: PhantomData<&'a Worker>,
+}
+
+/// A slot through which interrupt handlers wake a worker: the worker's
+/// owner publishes its task with [`TaskSlot::publish`] and must
+/// [`TaskSlot::clear`] it before the worker goes; `clear` waits until no
+/// handler can still be using it.
+pub(crate) struct TaskSlot(AtomicPtr<bindings::task_struct>);
+
+impl TaskSlot {
+    /// An empty slot.
+    pub(crate) const fn new() -> Self {
+        Self(AtomicPtr::new(core::ptr::null_mut()))
+    }
+
+    /// Publishes `task`.
+    ///
+    /// # Safety
+    ///
+    /// The caller must call [`TaskSlot::clear`] before the worker behind
+    /// `task` is dropped.
+    pub(crate) unsafe fn publish(&self, task: TaskHandle<'_>) {
+        self.0.store(task.task.as_ptr(), Ordering::Release);
+    }
+
+    /// Unpublishes the task and waits for an RCU grace period, so that no
+    /// interrupt handler (each an RCU read side) still holds it. Task
+    /// context.
+    pub(crate) fn clear(&self) {
+        if !self.0.swap(core::ptr::null_mut(), Ordering::AcqRel).is_null() {
+            super::cpu::synchronize_rcu();
+        }
+    }
+
+    /// Wakes the published task, if any, through the scheduler. Hard-IRQ
+    /// context (an RCU read side): not from NMI, whose wake-ups the
+    /// scheduler does not allow.
+    pub(crate) fn wake(&self) {
+        let task = self.0.load(Ordering::Acquire);
+        if !task.is_null() {
+            // SAFETY: A published task stays alive until `clear()` (the
+            // contract of `publish()`), which waits for this handler.
+            unsafe { bindings::nmiclock_wake(task) };
+        }
+    }
+}
+
+/// The glue's per-CPU function for [`run_on_each_cpu`].
+///
+/// # Safety
+///
+/// `data` points at the `F` of a [`run_on_each_cpu`] call in progress, and
+/// this runs in a kthread the glue started for it.
+unsafe extern "C" fn each_cpu_trampoline<F: Fn(&Kthread, u32) + Sync>(
+    data: *const c_void,
+    cpu: c_uint,
+) {
+    // SAFETY: The caller's contract: `run_on_each_cpu` waits for us.
+    let f = unsafe { closure::<F>(data) };
+    // SAFETY: This runs in a kthread the glue started.
+    f(&unsafe { Kthread::assume() }, cpu);
+}
+
+/// Runs `f(kthread, cpu)` in a kthread bound to each online CPU, all at
+/// once, and returns when all have finished. CPU hotplug waits meanwhile.
+pub(crate) fn run_on_each_cpu<F: Fn(&Kthread, u32) + Sync>(f: &F) -> Result {
+    let data: *const F = f;
+    // SAFETY: The trampoline matches `F`, and `f` outlives the call, which
+    // returns only when every kthread has finished with it.
+    to_result(unsafe {
+        bindings::nmiclock_run_on_each_cpu(Some(each_cpu_trampoline::<F>), data.cast())
+    })
+}

@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! NMI context: perf counters whose overflows call a closure
+//! ([`PerfEvent`]), the `NMI_LOCAL` handler ([`NmiHandler`]) and the NMI
+//! IPI ([`NmiIpi`]).
+//!
+//! The closures given to [`PerfEvent::new`] and [`NmiHandler::register`]
+//! run in NMI context (a `perf_sw` overflow in hard-IRQ context): no locks,
+//! no allocation, no printk, nothing that sleeps, waits or panics, and no
+//! call through a function pointer, which `scripts/check-nmi-context`
+//! could not follow. Their trampolines are the roots of its walk.
+
+use core::ptr::NonNull;
+
+use kernel::error::{from_err_ptr, to_result, Result};
+use kernel::ffi::c_void;
+use kernel::prelude::*;
+
+use super::{bindings, closure, erase, Callback, Owned};
+
+/// What a [`PerfEvent`] counts.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PerfKind {
+    /// CPU cycles, overflowing every `period` cycles: an NMI on x86 (needs a
+    /// PMU).
+    Cycles,
+    /// The cpu-clock software event, every `period` ns: hard-IRQ context.
+    CpuClock,
+}
+
+/// The glue's overflow callback: an NMI-context entry point of the module.
+///
+/// # Safety
+///
+/// `data` points at the closure of a live [`PerfEvent`].
+unsafe extern "C" fn perf_overflow_trampoline<F: Fn()>(data: *const c_void) {
+    // SAFETY: The caller's contract: the event outlives its overflows.
+    let f = unsafe { closure::<F>(data) };
+    f();
+}
+
+/// A pinned kernel perf counter on one CPU whose overflows call a closure;
+/// released on drop.
+///
+/// # Invariants
+///
+/// `ptr` was returned by `perf_event_create_kernel_counter()` with the
+/// callback in `_owned` as its context, and not released.
+pub(crate) struct PerfEvent {
+    ptr: NonNull<bindings::perf_event>,
+    _owned: Owned,
+}
+
+// SAFETY: A perf event may be released from any thread; the closure is
+// `Send + Sync`.
+unsafe impl Send for PerfEvent {}
+// SAFETY: `PerfEvent` offers no `&self` operations.
+unsafe impl Sync for PerfEvent {}
+
+impl PerfEvent {
+    /// A pinned counter on `cpu` of `kind`, overflowing every `period`,
+    /// calling `f` on each overflow (NMI or hard-IRQ context, see
+    /// [`PerfKind`]). Without a PMU, [`PerfKind::Cycles`] fails with
+    /// `ENOENT`.
+    pub(crate) fn new<F>(cpu: u32, kind: PerfKind, period: u64, f: F) -> Result<Self>
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
+        let cb = Callback::new(f, perf_overflow_trampoline::<F>)?;
+        // SAFETY: The callback's trampoline matches its closure, and the
+        // event keeps the callback until after the counter is released.
+        let ptr = unsafe {
+            bindings::nmiclock_perf_create(cpu, kind == PerfKind::Cycles, period, cb.raw())
+        };
+        let ptr = from_err_ptr(ptr)?;
+        // INVARIANT: Not an error pointer: a live event calling `cb`.
+        NonNull::new(ptr)
+            .map(|ptr| Self {
+                ptr,
+                _owned: erase(cb),
+            })
+            .ok_or(ENOMEM)
+    }
+}
+
+impl Drop for PerfEvent {
+    fn drop(&mut self) {
+        // SAFETY: Live (type invariant); released once, here.
+        // `perf_event_release_kernel()` waits for overflows in flight.
+        unsafe { bindings::nmiclock_perf_release(self.ptr.as_ptr()) };
+    }
+}
+
+/// The glue's NMI handler: an NMI-context entry point of the module.
+///
+/// # Safety
+///
+/// `data` points at the closure of a live [`NmiHandler`].
+unsafe extern "C" fn nmi_handler_trampoline<F: Fn() -> bool>(data: *const c_void) -> bool {
+    // SAFETY: The caller's contract: unregistering waits for handlers.
+    let f = unsafe { closure::<F>(data) };
+    f()
+}
+
+/// The module's `NMI_LOCAL` handler, registered while this lives. The
+/// closure returns true for an NMI it claims; an NMI no handler claims is
+/// reported by the kernel as unknown. One at a time: the kernel's handler
+/// gets no data pointer, so the glue keeps the one in a slot of its own
+/// ([`NmiHandler::register`] gives `EBUSY` while another is registered).
+///
+/// # Invariants
+///
+/// The glue's slot holds the closure in `_owned` until dropped.
+pub(crate) struct NmiHandler {
+    _owned: Owned,
+}
+
+impl NmiHandler {
+    /// Registers `f` as the handler.
+    pub(crate) fn register<F>(f: F) -> Result<Self>
+    where
+        F: Fn() -> bool + Send + Sync + 'static,
+    {
+        let f = KBox::new(f, GFP_KERNEL)?;
+        let data: *const F = &*f;
+        // SAFETY: The trampoline matches `F`, which the handler keeps until
+        // after it is unregistered.
+        to_result(unsafe {
+            bindings::nmiclock_nmi_register(Some(nmi_handler_trampoline::<F>), data.cast())
+        })?;
+        // INVARIANT: Registered with `f`.
+        Ok(Self { _owned: erase(f) })
+    }
+}
+
+impl Drop for NmiHandler {
+    fn drop(&mut self) {
+        // SAFETY: Registered in `register()` (type invariant); unregistered
+        // once, here. The kernel waits for handlers in flight, so the
+        // closure is unused after.
+        unsafe { bindings::nmiclock_nmi_unregister() };
+    }
+}
+
+/// A CPU mask to send NMI IPIs with. Sending takes `&mut self`: one sender
+/// at a time, by ownership.
+///
+/// # Invariants
+///
+/// `ptr` was returned by `nmiclock_ipi_new()` and not freed.
+pub(crate) struct NmiIpi {
+    ptr: NonNull<bindings::nmiclock_ipi>,
+}
+
+// SAFETY: The mask is plain memory, freed from any thread.
+unsafe impl Send for NmiIpi {}
+
+impl NmiIpi {
+    /// A new, empty mask.
+    pub(crate) fn new() -> Result<Self> {
+        // SAFETY: No preconditions.
+        let ptr = unsafe { bindings::nmiclock_ipi_new() };
+        // INVARIANT: Non-null means a live mask.
+        NonNull::new(ptr).map(|ptr| Self { ptr }).ok_or(ENOMEM)
+    }
+
+    /// Sends an NMI IPI to every online CPU (`self_too`) or every other
+    /// one. Hard-IRQ or task context with preemption off.
+    pub(crate) fn send(&mut self, self_too: bool) {
+        // SAFETY: Live (type invariant), and `&mut self` makes this its
+        // only user.
+        unsafe { bindings::nmiclock_ipi_send(self.ptr.as_ptr(), self_too) };
+    }
+}
+
+impl Drop for NmiIpi {
+    fn drop(&mut self) {
+        // SAFETY: Live (type invariant); freed once, here.
+        unsafe { bindings::nmiclock_ipi_free(self.ptr.as_ptr()) };
+    }
+}

@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The kernel's clocks and what the module needs to know about time:
+//! `tsc_khz`, `TICK_NSEC`, whether it runs in a VM.
+
+use super::bindings;
+
+/// TSC frequency in kHz as the kernel calibrated it (0 when there is none).
+pub(crate) fn tsc_khz() -> u32 {
+    // SAFETY: No preconditions; reads a variable set during boot.
+    unsafe { bindings::nmiclock_tsc_khz() }
+}
+
+/// The kernel's tick, in ns (`TICK_NSEC`).
+pub(crate) fn tick_nsec() -> u64 {
+    // SAFETY: No preconditions; a constant.
+    unsafe { bindings::nmiclock_tick_nsec() }
+}
+
+/// Whether this runs under a hypervisor (`X86_FEATURE_HYPERVISOR`): then
+/// times may be emulated, and only ratios taken in one run mean anything.
+pub(crate) fn in_vm() -> bool {
+    // SAFETY: No preconditions; reads boot CPU features.
+    unsafe { bindings::nmiclock_in_vm() }
+}
+
+/// The kernel's `local_clock()`, in ns.
+#[inline]
+pub(crate) fn local_clock() -> u64 {
+    // SAFETY: No preconditions; callable from any context.
+    unsafe { bindings::nmiclock_local_clock() }
+}
+
+/// The kernel's `sched_clock()`, in ns.
+#[inline]
+pub(crate) fn sched_clock() -> u64 {
+    // SAFETY: No preconditions; callable from any context.
+    unsafe { bindings::nmiclock_sched_clock_kernel() }
+}
+
+/// The kernel's NMI-safe `ktime_get_mono_fast_ns()` (NTP-slewed).
+#[inline]
+pub(crate) fn mono_fast_ns() -> u64 {
+    // SAFETY: No preconditions; callable from any context, NMI included.
+    unsafe { bindings::nmiclock_mono_fast_ns() }
+}
+
+/// The kernel's NMI-safe `ktime_get_real_fast_ns()` (what refscale's
+/// `scale_type=clock` reads).
+#[inline]
+pub(crate) fn real_fast_ns() -> u64 {
+    // SAFETY: No preconditions; callable from any context, NMI included.
+    unsafe { bindings::nmiclock_real_fast_ns() }
+}
+
+/// The kernel's `ktime_get_ns()` (`CLOCK_MONOTONIC`, seqcount-protected:
+/// in NMI context it could spin forever on a writer it interrupted, which
+/// is no memory-safety matter, but keep it to task context).
+#[inline]
+pub(crate) fn ktime_get_ns() -> u64 {
+    // SAFETY: No memory-safety preconditions.
+    unsafe { bindings::nmiclock_ktime_get_ns() }
+}
+
+/// [`mono_fast_ns`] as a [`crate::clock::TimeSource`]: what a reader that
+/// waits for a writer measures its budget with, NMI context included.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct MonoFast;
+
+impl crate::clock::TimeSource for MonoFast {
+    #[inline(always)]
+    fn now_ns(&self) -> u64 {
+        mono_fast_ns()
+    }
+}

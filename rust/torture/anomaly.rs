@@ -1,0 +1,149 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The anomaly log: the first [`SLOTS`] anomalies of a run, kept with their
+//! context (which CPU, which context, the values, the clock data the read
+//! used), for `anomalies`; later ones are only counted. Recording is
+//! NMI-safe: a slot is claimed with one atomic add and published with a
+//! release store.
+
+use core::fmt::{self, Write};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+use crate::clock::Reading;
+use crate::ffi;
+use crate::ffi::cpu::Context;
+
+/// Anomalies kept with their context.
+pub(crate) const SLOTS: usize = 32;
+
+/// What went wrong.
+#[derive(Clone, Copy)]
+#[repr(u32)]
+pub(crate) enum Kind {
+    /// The clock's elapsed time disagreed with the reference.
+    Torn = 0,
+    /// The clock stepped back on one CPU.
+    Backwards,
+    /// The clock read older than what another CPU had already read.
+    CrossCpu,
+    /// A read gave up waiting for the writer.
+    Stall,
+    /// An acct update applied a bad delta.
+    AcctBadDelta,
+    /// An acct update moved `acct_timexpd` back.
+    AcctBackwards,
+}
+
+impl Kind {
+    const NAMES: [&'static str; 6] = [
+        "torn_read",
+        "backwards",
+        "cross_cpu_backwards",
+        "clock_stall",
+        "acct_bad_delta",
+        "acct_timexpd_backwards",
+    ];
+
+    fn name_of(v: u32) -> &'static str {
+        Self::NAMES.get(v as usize).copied().unwrap_or("?")
+    }
+}
+
+/// One kept anomaly; `ready` is set (release) once the rest is written.
+struct Slot {
+    ready: AtomicBool,
+    kind: AtomicU32,
+    cpu: AtomicU32,
+    ctx: AtomicU32,
+    value: AtomicU64,
+    against: AtomicU64,
+    seq: AtomicU32,
+    copy: AtomicU32,
+    epoch_ns: AtomicU64,
+    at_ns: AtomicU64,
+}
+
+impl Slot {
+    const fn new() -> Self {
+        Self {
+            ready: AtomicBool::new(false),
+            kind: AtomicU32::new(0),
+            cpu: AtomicU32::new(0),
+            ctx: AtomicU32::new(0),
+            value: AtomicU64::new(0),
+            against: AtomicU64::new(0),
+            seq: AtomicU32::new(0),
+            copy: AtomicU32::new(0),
+            epoch_ns: AtomicU64::new(0),
+            at_ns: AtomicU64::new(0),
+        }
+    }
+}
+
+static LOG: [Slot; SLOTS] = [const { Slot::new() }; SLOTS];
+static NEXT: AtomicU64 = AtomicU64::new(0);
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Keeps an anomaly if a slot is left, else counts it. `at_ns` is its time
+/// since the run started. Any context, NMI included.
+pub(crate) fn record(kind: Kind, ctx: Context, value: u64, against: u64, r: &Reading, at_ns: u64) {
+    let i = NEXT.fetch_add(1, Ordering::Relaxed);
+    let Some(a) = usize::try_from(i).ok().and_then(|i| LOG.get(i)) else {
+        DROPPED.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    a.kind.store(kind as u32, Ordering::Relaxed);
+    a.cpu.store(ffi::cpu::this(), Ordering::Relaxed);
+    a.ctx.store(ctx as u32, Ordering::Relaxed);
+    a.value.store(value, Ordering::Relaxed);
+    a.against.store(against, Ordering::Relaxed);
+    a.seq.store(r.seq, Ordering::Relaxed);
+    a.copy.store(r.copy, Ordering::Relaxed);
+    a.epoch_ns.store(r.epoch_ns, Ordering::Relaxed);
+    a.at_ns.store(at_ns, Ordering::Relaxed);
+    a.ready.store(true, Ordering::Release);
+}
+
+/// Empties the log. Not while a run records.
+pub(crate) fn clear() {
+    for a in &LOG {
+        a.ready.store(false, Ordering::Relaxed);
+    }
+    NEXT.store(0, Ordering::Relaxed);
+    DROPPED.store(0, Ordering::Relaxed);
+}
+
+/// Anomalies kept.
+pub(crate) fn kept() -> u64 {
+    NEXT.load(Ordering::Relaxed).min(SLOTS as u64)
+}
+
+/// Anomalies counted but not kept.
+pub(crate) fn dropped() -> u64 {
+    DROPPED.load(Ordering::Relaxed)
+}
+
+/// Writes `anomalies`: the ones kept, with their context.
+pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
+    writeln!(w, "kept: {}", kept())?;
+    writeln!(w, "dropped: {}", dropped())?;
+    for (i, a) in LOG.iter().enumerate() {
+        if !a.ready.load(Ordering::Acquire) {
+            continue;
+        }
+        writeln!(
+            w,
+            "{i}: kind={} cpu={} ctx={} value_ns={} against_ns={} seq={} copy={} epoch_ns={} at_us={}",
+            Kind::name_of(a.kind.load(Ordering::Relaxed)),
+            a.cpu.load(Ordering::Relaxed),
+            Context::from_u32(a.ctx.load(Ordering::Relaxed)).name(),
+            a.value.load(Ordering::Relaxed),
+            a.against.load(Ordering::Relaxed),
+            a.seq.load(Ordering::Relaxed),
+            a.copy.load(Ordering::Relaxed),
+            a.epoch_ns.load(Ordering::Relaxed),
+            a.at_ns.load(Ordering::Relaxed) / 1_000
+        )?;
+    }
+    Ok(())
+}

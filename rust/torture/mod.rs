@@ -1,0 +1,460 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The stress run: hammer the clock's update path and the acct updater
+//! while interrupts, NMIs where possible, sample them on every CPU, and
+//! count every torn read, backward step, stall and bad delta.
+//!
+//! - [`source`]: the interrupt sources (`nmi_source`);
+//! - [`checks`]: what each sample reads and checks;
+//! - [`anomaly`]: the first anomalies, kept with their context;
+//! - [`wake`]: the wake-up latency probe;
+//! - [`show`]: `stats`, `histogram`, `percpu` and the End of test line;
+//! - here: the run itself. Writers (a kthread per CPU) move the clock's
+//!   epoch as often as `update_us` allows (0: back to back) and run
+//!   task-context acct updates, both pausing `tear_window_ns` inside their
+//!   windows. The run stops by itself after `duration_s` (an hrtimer queues
+//!   the stop on a workqueue), on `stop`, or at unload, and logs one
+//!   `End of test: SUCCESS` or `FAILURE` line with every setting and count.
+//!   CPU hotplug: a CPU going offline during a run takes its perf counter,
+//!   writer and sleeper down with it; one coming online gets them. Start and
+//!   stop hold hotplug off while they set up or tear down every CPU's part.
+//!
+//! States: `idle` -> `starting` -> `running` -> `stopping` -> `done`
+//! (`reset` goes back to `idle`); a run holds the activity guard
+//! ([`crate::activity`]) from `starting` to `done`.
+
+pub(crate) mod anomaly;
+mod checks;
+pub(crate) mod show;
+pub(crate) mod source;
+mod wake;
+
+use core::ptr;
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+use crate::activity::{Activity, Guard};
+use crate::ffi;
+use crate::ffi::cpu::{Context, Hotplug};
+use crate::ffi::hrtimer::HrTimer;
+use crate::ffi::kthread::{Kthread, Worker};
+use crate::ffi::nmi::PerfEvent;
+use crate::ffi::workqueue::Work;
+use crate::kacct;
+use crate::kclock;
+use crate::percpu::PerCpu;
+use crate::settings::{self, Key};
+
+pub(crate) use checks::NMI_HANDLER_NS;
+
+/// Run states, in [`STATE`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+enum State {
+    Idle = 0,
+    Starting,
+    Running,
+    Stopping,
+    Done,
+}
+
+impl State {
+    const ALL: [Self; 5] = [
+        Self::Idle,
+        Self::Starting,
+        Self::Running,
+        Self::Stopping,
+        Self::Done,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Idle => "idle",
+            Self::Starting => "starting",
+            Self::Running => "running",
+            Self::Stopping => "stopping",
+            Self::Done => "done",
+        }
+    }
+}
+
+static STATE: AtomicU32 = AtomicU32::new(State::Idle as u32);
+
+fn state() -> State {
+    let v = STATE.load(Ordering::Acquire);
+    State::ALL
+        .iter()
+        .copied()
+        .find(|s| *s as u32 == v)
+        .unwrap_or(State::Idle)
+}
+
+fn set_state(s: State) {
+    STATE.store(s as u32, Ordering::Release);
+}
+
+fn move_state(from: State, to: State) -> bool {
+    STATE
+        .compare_exchange(from as u32, to as u32, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok()
+}
+
+/// Whether a run is sampling.
+fn running() -> bool {
+    state() == State::Running
+}
+
+/// Whether a run is starting or sampling: the run's timers keep going.
+fn live() -> bool {
+    matches!(state(), State::Starting | State::Running)
+}
+
+/// The current state's name (the `control` file).
+pub(crate) fn state_name() -> &'static str {
+    state().name()
+}
+
+/// One CPU's part of the run, in its own cache lines.
+#[repr(align(64))]
+#[derive(Default)]
+struct CpuRun {
+    checks: checks::Cpu,
+    nmi: source::Cpu,
+    wake: wake::Cpu,
+    /// This CPU's resources (a `KBox<CpuRes>` turned raw), or null.
+    res: AtomicPtr<CpuRes>,
+}
+
+static CPUS: PerCpu<CpuRun> = PerCpu::new();
+
+/// Sample period of the run in progress.
+static PERIOD_NS: AtomicU64 = AtomicU64::new(0);
+/// The source of the run in progress.
+static SOURCE: AtomicU32 = AtomicU32::new(0);
+static START_NS: AtomicU64 = AtomicU64::new(0);
+static END_NS: AtomicU64 = AtomicU64::new(0);
+
+/// A sample on this CPU, from a source (NMI, hard-IRQ context). Only CPUs
+/// whose part of the run is set up sample: a CPU coming online gets NMIs
+/// before its hotplug callback attaches it.
+fn on_sample(ctx: Context) {
+    if !running() {
+        return;
+    }
+    let Some(c) = CPUS.this_cpu() else {
+        return;
+    };
+    if c.res.load(Ordering::Acquire).is_null() {
+        return;
+    }
+    checks::sample_timed(&c.checks, ctx);
+}
+
+/// A writer on one CPU, until the run stops.
+fn writer(k: &Kthread) {
+    let update_us = settings::get(Key::UpdateUs);
+    let window = settings::get(Key::TearWindowNs);
+    let mut n: u64 = 0;
+    while !k.should_stop() {
+        kclock::update_epoch();
+        checks::acct_update(Context::Task, window);
+        n = n.wrapping_add(1);
+        if update_us != 0 {
+            ffi::cpu::sleep_us(update_us);
+        } else if n % 16 == 0 {
+            ffi::cpu::cond_resched();
+        }
+    }
+}
+
+/// One CPU's resources in a run: its perf counter (perf sources), its
+/// writer and the wake probe's sleeper. Drops in that order.
+struct CpuRes {
+    _perf: Option<PerfEvent>,
+    _writer: Worker,
+    _sleeper: Worker,
+}
+
+/// Sets up CPU `cpu`'s part of the run in progress (at start, or when the
+/// CPU comes online during the run). Task context, CPU hotplug held off.
+fn attach(cpu: u32) -> Result {
+    let Some(c) = CPUS.get(cpu) else {
+        return Ok(());
+    };
+    let source = source::in_use().ok_or(EINVAL)?;
+    let perf = source.attach(cpu, PERIOD_NS.load(Ordering::Relaxed))?;
+    let res = KBox::new(
+        CpuRes {
+            _perf: perf,
+            _writer: Worker::start(cpu, writer)?,
+            _sleeper: Worker::start(cpu, wake::sleeper)?,
+        },
+        GFP_KERNEL,
+    )?;
+    // The first sample once attached is a new base: nothing from before
+    // the CPU went down (or from before the run) compares with it.
+    c.checks.forget();
+    // An old part (there should be none) goes first, unpublished.
+    detach(cpu);
+    // SAFETY: `detach()` unpublishes the sleeper before it drops `res`.
+    unsafe { c.wake.publish(&res._sleeper) };
+    c.res.store(KBox::into_raw(res), Ordering::Release);
+    Ok(())
+}
+
+/// Tears down CPU `cpu`'s part of the run, if any (at stop, or when the CPU
+/// goes offline), and forgets its previous sample. Task context.
+fn detach(cpu: u32) {
+    let Some(c) = CPUS.get(cpu) else {
+        return;
+    };
+    // The controller may still hold the sleeper: wait for it.
+    c.wake.unpublish();
+    let old = c.res.swap(ptr::null_mut(), Ordering::AcqRel);
+    if !old.is_null() {
+        // SAFETY: `old` came from `KBox::into_raw` in `attach()`; the swap
+        // took it out of the slot, so it is dropped once.
+        drop(unsafe { KBox::from_raw(old) });
+    }
+    c.checks.forget();
+    // The pending NMI count stays: an NMI sent just before the CPU went
+    // down can be delivered when it comes back, and must still find it.
+}
+
+/// What a run holds beyond the per-CPU parts; dropping it stops
+/// everything, in order. The guard goes last, after the End of test line.
+struct Run {
+    deadline: HrTimer,
+    waker: Option<HrTimer>,
+    source: source::RunPart,
+    guard: Option<Guard>,
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        self.deadline.cancel();
+        self.waker = None;
+        self.source.stop_sending();
+        // Releasing the counters stops their overflows; stopping the
+        // writers ends the updates.
+        ffi::cpu::with_cpus_held(|| {
+            for (cpu, _) in CPUS.iter() {
+                detach(cpu);
+            }
+        });
+        // The NMI handler (if any) goes with `source`, after this.
+    }
+}
+
+/// The run in progress (a `KBox<Run>` turned raw), or null.
+static RUN: AtomicPtr<Run> = AtomicPtr::new(ptr::null_mut());
+
+/// Sets up the sources, writers and timers of a run.
+fn build(guard: Guard, stopper: &Arc<Work>) -> Result<KBox<Run>> {
+    let period_ns = u64::from(settings::get(Key::PeriodUs)) * 1_000;
+    PERIOD_NS.store(period_ns, Ordering::Relaxed);
+    let stopper = stopper.clone();
+    let deadline = HrTimer::new(move || {
+        stopper.queue();
+        0
+    })?;
+    let (source, part) = source::choose_and_start(period_ns)?;
+    SOURCE.store(source as u32, Ordering::Relaxed);
+    let mut run = KBox::new(
+        Run {
+            deadline,
+            waker: None,
+            source: part,
+            guard: Some(guard),
+        },
+        GFP_KERNEL,
+    )?;
+    ffi::cpu::with_cpus_held(|| -> Result {
+        for (cpu, _) in CPUS.iter() {
+            if ffi::cpu::online(cpu) {
+                attach(cpu).inspect_err(|e| {
+                    pr_err!(
+                        "start: {}: cannot start on cpu{} (error {})\n",
+                        source.name(),
+                        cpu,
+                        e.to_errno()
+                    )
+                })?;
+            }
+        }
+        Ok(())
+    })?;
+    run.waker = Some(wake::start_controller()?);
+    run.deadline
+        .start(u64::from(settings::get(Key::DurationS)) * 1_000_000_000);
+    Ok(run)
+}
+
+/// Zeroes the run's counters, anomalies and histogram (and the clock's and
+/// acct updater's counters). Not while a run is in progress.
+fn reset_counters() {
+    for (_, c) in CPUS.iter() {
+        c.checks.reset();
+        c.nmi.leftovers.store(0, Ordering::Relaxed);
+        c.wake.reset();
+    }
+    anomaly::clear();
+    kclock::reset_stats();
+    kacct::reset();
+}
+
+/// The stress run's per-CPU state, its CPU hotplug callbacks and the work
+/// item that ends a run, installed at load. Dropping it stops a run in
+/// progress and frees the state.
+pub(crate) struct Installed {
+    hotplug: Option<Hotplug>,
+    stopper: Arc<Work>,
+}
+
+impl Installed {
+    /// Installs the per-CPU state, the hotplug callbacks and the stopper.
+    pub(crate) fn new() -> Result<Self> {
+        let stopper = Arc::new(
+            Work::new(|| {
+                let _ = stop("duration_s elapsed");
+            })?,
+            GFP_KERNEL,
+        )?;
+        CPUS.install(CpuRun::default)?;
+        let hotplug = Hotplug::new(
+            |cpu| {
+                if live() {
+                    if let Err(e) = attach(cpu) {
+                        pr_err!(
+                            "cpu{}: online during the run, but its part failed to start (error {})\n",
+                            cpu,
+                            e.to_errno()
+                        );
+                    }
+                }
+                Ok(())
+            },
+            detach,
+        );
+        match hotplug {
+            Ok(hotplug) => Ok(Self {
+                hotplug: Some(hotplug),
+                stopper,
+            }),
+            Err(e) => {
+                // SAFETY: Nothing uses the slots yet.
+                unsafe { CPUS.uninstall() };
+                Err(e)
+            }
+        }
+    }
+
+    /// Starts a run (`start` to `control`, or `autostart`). `EBUSY` if
+    /// anything runs.
+    pub(crate) fn start(&self) -> Result {
+        let guard = Guard::try_begin(Activity::Stress, "start")?;
+        self.start_with(guard)
+    }
+
+    /// Starts a run that `guard` (a stress run's, possibly nested in
+    /// `bench`'s) holds the activity for.
+    pub(crate) fn start_with(&self, guard: Guard) -> Result {
+        let from = state();
+        if !move_state(from, State::Starting) {
+            return Err(EBUSY);
+        }
+        reset_counters();
+        checks::start_run();
+        START_NS.store(ffi::time::local_clock(), Ordering::Relaxed);
+        END_NS.store(0, Ordering::Relaxed);
+        match build(guard, &self.stopper) {
+            Ok(run) => {
+                RUN.store(KBox::into_raw(run), Ordering::Release);
+                set_state(State::Running);
+                pr_info!(
+                    "start: nmi_source in use: {};{}\n",
+                    source::in_use().map_or("?", |s| s.name()),
+                    settings::Inline
+                );
+                Ok(())
+            }
+            Err(e) => {
+                set_state(State::Idle);
+                Err(e)
+            }
+        }
+    }
+
+    /// Waits until a stop in progress (from the deadline's work item) has
+    /// finished. Task context.
+    pub(crate) fn wait_stopped(&self) {
+        self.stopper.cancel_sync();
+    }
+}
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        if stop("module unloaded").is_ok() {
+            pr_info!("stopped the run in progress at unload\n");
+        }
+        // A stop from the deadline's work may be under way: wait for it.
+        self.wait_stopped();
+        self.hotplug = None;
+        // SAFETY: No run is left (stopped above or by the work we waited
+        // for), so no source, writer or handler uses the slots, and the
+        // debugfs files are gone.
+        unsafe { CPUS.uninstall() };
+    }
+}
+
+/// Stops the run in progress and logs its End of test line. `EBUSY` if
+/// none is running (or another stop is under way).
+pub(crate) fn stop(why: &str) -> Result {
+    if !move_state(State::Running, State::Stopping) {
+        return Err(EBUSY);
+    }
+    let p = RUN.swap(ptr::null_mut(), Ordering::AcqRel);
+    let guard = if p.is_null() {
+        None
+    } else {
+        // SAFETY: `p` came from `KBox::into_raw` in `start_with()`; the swap
+        // gives it to exactly one stopper.
+        let mut run = unsafe { KBox::from_raw(p) };
+        let guard = run.guard.take();
+        drop(run);
+        guard
+    };
+    END_NS.store(ffi::time::local_clock(), Ordering::Relaxed);
+    kacct::check_integrals();
+    set_state(State::Done);
+    show::end_of_test(why);
+    // The activity ends only now, so that nothing resets the counters
+    // before they are logged.
+    drop(guard);
+    Ok(())
+}
+
+/// Zeroes the counters and returns to `idle`. `EBUSY` while anything runs.
+pub(crate) fn reset() -> Result {
+    let _guard = Guard::try_begin(Activity::Reset, "reset")?;
+    reset_counters();
+    START_NS.store(0, Ordering::Relaxed);
+    END_NS.store(0, Ordering::Relaxed);
+    set_state(State::Idle);
+    Ok(())
+}
+
+/// How long the run in progress (or the last) has lasted, in ms.
+fn elapsed_ms() -> u64 {
+    let start = START_NS.load(Ordering::Relaxed);
+    if start == 0 {
+        return 0;
+    }
+    let end = match END_NS.load(Ordering::Relaxed) {
+        0 => ffi::time::local_clock(),
+        e => e,
+    };
+    end.saturating_sub(start) / 1_000_000
+}

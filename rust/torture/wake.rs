@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The wake-up latency probe of the stress run: on each CPU a sleeper
+//! kthread, woken every [`PERIOD_NS`] by a controller hrtimer through the
+//! scheduler, measures with nmiclock how long the wake-up took. One that
+//! takes a tick or more is a `late_wakeup`, the symptom of an idle loop
+//! that checked need-resched and then halted anyway (reported, not counted
+//! as an error). The sleeper sleeps [`MAX_SLEEP_MS`] at most, so a lost
+//! wake-up shows as a late one of about that long instead of silencing the
+//! probe.
+
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use kernel::prelude::*;
+
+use super::{live, CPUS};
+use crate::ffi::hrtimer::HrTimer;
+use crate::ffi::kthread::{Kthread, TaskSlot, Worker};
+use crate::kclock;
+
+/// Period of the controller.
+pub(crate) const PERIOD_NS: u64 = 10_000_000;
+
+/// Longest sleep of a sleeper.
+const MAX_SLEEP_MS: u32 = 100;
+
+/// One CPU's part of the probe.
+#[derive(Default)]
+pub(crate) struct Cpu {
+    /// The sleeper's task, for the controller to wake.
+    sleeper: TaskSlotCell,
+    /// The sleeper is asleep, waiting for the controller.
+    sleeping: AtomicBool,
+    /// nmiclock time when the controller woke the sleeper.
+    woken_at: AtomicU64,
+    pub(crate) wakeups: AtomicU64,
+    pub(crate) late_wakeups: AtomicU64,
+    pub(crate) max_wake_ns: AtomicU64,
+}
+
+/// A [`TaskSlot`] that can be derived `Default`.
+struct TaskSlotCell(TaskSlot);
+
+impl Default for TaskSlotCell {
+    fn default() -> Self {
+        Self(TaskSlot::new())
+    }
+}
+
+impl Cpu {
+    /// Zeroes the counts.
+    pub(crate) fn reset(&self) {
+        for a in [&self.wakeups, &self.late_wakeups, &self.max_wake_ns] {
+            a.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Publishes this CPU's sleeper to the controller.
+    ///
+    /// # Safety
+    ///
+    /// [`Cpu::unpublish`] must be called before `sleeper` is dropped.
+    pub(crate) unsafe fn publish(&self, sleeper: &Worker) {
+        // SAFETY: The caller's contract.
+        unsafe { self.sleeper.0.publish(sleeper.handle()) };
+    }
+
+    /// Takes the sleeper back from the controller, waiting until the
+    /// controller no longer uses it. Task context.
+    pub(crate) fn unpublish(&self) {
+        self.sleeper.0.clear();
+    }
+}
+
+/// The sleeper on one CPU: sleeps until the controller wakes it, then
+/// measures how long that took.
+pub(crate) fn sleeper(k: &Kthread) {
+    let tick = crate::kacct::min_delta_ns();
+    while !k.should_stop() {
+        let Some(c) = CPUS.this_cpu().map(|c| &c.wake) else {
+            return;
+        };
+        k.sleep_until_woken(|| c.sleeping.store(true, Ordering::Release), MAX_SLEEP_MS);
+        if c.sleeping.swap(false, Ordering::AcqRel) {
+            // Not woken by the controller: a stop, the timeout, or a
+            // spurious wake-up. (Woken by the controller but run only at the
+            // timeout is a lost wake-up: measured below, as a late one.)
+            continue;
+        }
+        let latency = kclock::read()
+            .ns
+            .saturating_sub(c.woken_at.load(Ordering::Acquire));
+        c.wakeups.fetch_add(1, Ordering::Relaxed);
+        if latency >= tick {
+            c.late_wakeups.fetch_add(1, Ordering::Relaxed);
+        }
+        c.max_wake_ns.fetch_max(latency, Ordering::Relaxed);
+    }
+}
+
+/// The controller (hard-IRQ): wakes every sleeping sleeper through the
+/// scheduler, stamping the time first.
+fn tick() -> u64 {
+    if !live() {
+        return 0;
+    }
+    for (_, c) in CPUS.iter() {
+        let c = &c.wake;
+        if !c.sleeping.load(Ordering::Acquire) {
+            continue;
+        }
+        c.woken_at.store(kclock::read().ns, Ordering::Release);
+        if c.sleeping.swap(false, Ordering::AcqRel) {
+            c.sleeper.0.wake();
+        }
+    }
+    PERIOD_NS
+}
+
+/// Starts the controller (on this CPU).
+pub(crate) fn start_controller() -> Result<HrTimer> {
+    let t = HrTimer::new(tick)?;
+    t.start(PERIOD_NS);
+    Ok(t)
+}
