@@ -1,0 +1,49 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# cases_acct.sh: the acct updater, task and hrtimer sides on every CPU.
+# Sourced by nmiclock.sh, after lib.sh; registers its cases in order.
+
+# acct_run VARIANT: an ACCT_S seconds run of the acct updater, task side and hrtimer
+# side on every CPU; leaves the results in $acct_out. Fails unless both
+# sides ran on every CPU and updates were applied.
+acct_run() {
+	load acct="$1" || { echo "insmod acct=$1 failed"; return 1; }
+	acct_out=$(scratch)
+	ret=0
+	echo $((ACCT_S * 1000)) >"$DIR/acct" || { echo "writing $((ACCT_S * 1000)) to acct failed"; ret=1; }
+	cat "$DIR/acct" >"$acct_out"
+	grep -vE '^(cpu|irq_period|min_delta|state|runs|cpus)' "$acct_out" | tr '\n' ' '; echo
+	[ "$(stat_value "$DIR/stats" acct)" = "$1" ] || { echo "stats does not say acct: $1"; ret=1; }
+	cpus=$(online_cpus)
+	n=$(grep -cE '^cpu[0-9]+: task_calls=[1-9][0-9]* irq_calls=[1-9][0-9]* updates=[1-9]' "$acct_out")
+	[ "$n" -eq "$cpus" ] || { echo "task side, hrtimer side and updates on $n of $cpus CPUs"; ret=1; }
+	unload
+	return $ret
+}
+
+# t_acct_clean VARIANT: no bad delta, no backward step, integrals add up.
+t_acct_clean() {
+	acct_run "$1" || return 1
+	ret=0
+	for key in bad_deltas timexpd_backwards integral_mismatches; do
+		v=$(stat_value "$acct_out" $key)
+		[ "$v" = 0 ] || { echo "$key: $v"; ret=1; }
+	done
+	return $ret
+}
+
+t_acct_cmpxchg() { t_acct_clean cmpxchg; }
+
+t_acct_irqsave() { t_acct_clean irqsave; }
+
+# racy is reported for what it shows (an interrupt must land in its window).
+t_acct_racy() {
+	acct_run racy || return 1
+	echo "racy: $(stat_value "$acct_out" bad_deltas) bad deltas," \
+		"$(stat_value "$acct_out" timexpd_backwards) backward steps," \
+		"$(stat_value "$acct_out" integral_mismatches) integral mismatches"
+}
+
+case_add t_acct_cmpxchg "acct=cmpxchg: $ACCT_S s task + hrtimer updates, no bad delta, no backward step"
+case_add t_acct_irqsave "acct=irqsave: $ACCT_S s task + hrtimer updates, no bad delta, no backward step"
+case_add t_acct_racy "acct=racy: $ACCT_S s task + hrtimer updates, reported"

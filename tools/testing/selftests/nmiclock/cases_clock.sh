@@ -1,0 +1,147 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# cases_clock.sh: the task-context check of the clock against local_clock(),
+# narrow counters, the tear window, and bad input to check and acct.
+# Sourced by nmiclock.sh, after lib.sh; registers its cases in order.
+
+# Bound on |nmiclock elapsed - local_clock() elapsed| in the clock check.
+MAX_DEV_NS=100000
+
+# check_run MS: runs the clock check for MS ms and leaves its results in
+# $check (a file); fails if the write fails.
+check_run() {
+	echo "$1" >"$DIR/check" || { echo "writing $1 to check failed"; return 1; }
+	cat "$DIR/check" >"$check"
+}
+
+# check_all_cpus: every online CPU took part in the last check.
+check_all_cpus() {
+	cpus=$(online_cpus)
+	n=$(grep -c '^cpu[0-9]*: reads=[1-9]' "$check")
+	[ "$n" -eq "$cpus" ] || { echo "check ran on $n of $cpus CPUs"; return 1; }
+}
+
+# t_clock_check COUNTER: CHECK_S seconds of task-context reads on every CPU with a
+# 32-bit counter (epoch updates about every second): monotonic per CPU and
+# within MAX_DEV_NS of local_clock().
+t_clock_check() {
+	load counter="$1" counter_bits=32 || { echo "insmod counter=$1 counter_bits=32 failed"; return 1; }
+	check=$(scratch)
+	ret=0
+	u0=$(stat_value "$DIR/stats" epoch_updates)
+	check_run $((CHECK_S * 1000)) || ret=1
+	u1=$(stat_value "$DIR/stats" epoch_updates)
+	grep -v '^cpu' "$check" | tr '\n' ' '; echo
+	check_all_cpus || ret=1
+	[ "$(stat_value "$check" backwards)" = 0 ] ||
+		{ echo "time went backwards $(stat_value "$check" backwards) times"; ret=1; }
+	dev=$(stat_value "$check" max_dev_ns)
+	{ is_number "$dev" && [ "$dev" -le $MAX_DEV_NS ]; } ||
+		{ echo "max_dev_ns $dev > $MAX_DEV_NS"; ret=1; }
+	[ "$(stat_value "$check" reads)" -gt 0 ] || { echo "no reads"; ret=1; }
+	[ $((u1 - u0)) -ge 2 ] || { echo "only $((u1 - u0)) epoch updates during the check"; ret=1; }
+	[ "$(stat_value "$DIR/stats" wrap_overruns)" = 0 ] ||
+		{ echo "wrap_overruns with a 32-bit counter"; ret=1; }
+	unload
+	return $ret
+}
+
+t_check_tsc_ordered() { t_clock_check tsc_ordered; }
+
+t_check_tsc() { t_clock_check tsc; }
+
+t_narrow_counter() {
+	load counter_bits=16 || { echo "insmod counter_bits=16 failed"; return 1; }
+	u0=$(stat_value "$DIR/stats" epoch_updates)
+	t0=$(cut -d' ' -f1 /proc/uptime)
+	sleep 1
+	u1=$(stat_value "$DIR/stats" epoch_updates)
+	t1=$(cut -d' ' -f1 /proc/uptime)
+	unload
+	# awk, not $((...)): a fraction like .08 is not a valid shell number.
+	ms=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", (b - a) * 1000 }')
+	rate=$(( (u1 - u0) * 1000 / (ms > 0 ? ms : 1) ))
+	echo "$((u1 - u0)) epoch updates in $ms ms: $rate/s"
+	[ "$rate" -ge 1000 ] || { echo "want thousands per second"; return 1; }
+}
+
+# tear_check CLOCK: the check with the writer pausing 50 us between its
+# stores, on a 28-bit counter (an epoch update every 64 ms, while a wrap,
+# 128 ms, is far longer than any hiccup of a vCPU, so no update is late by
+# a whole wrap, which would step time back by one wrap whatever the
+# protection). It runs until the readers have seen TEAR_WINDOWS distinct
+# writer windows or time went backwards, TEAR_CAP_MS at most: how long that
+# takes depends on how often the host lets the reading vCPU run through a
+# window, not on a fixed time. Sets $backwards, $overruns, $windows,
+# $first (windows seen before the first backward step, -1 for none),
+# $stopped and $elapsed.
+TEAR_WINDOWS=50
+TEAR_CAP_MS=60000
+tear_check() {
+	load clock="$1" counter_bits=28 tear_window_ns=50000 || { echo "insmod clock=$1 failed"; return 1; }
+	check=$(scratch)
+	check_run "ms=$TEAR_CAP_MS windows=$TEAR_WINDOWS"
+	rc=$?
+	grep -v '^cpu' "$check" | tr '\n' ' '; echo
+	backwards=$(stat_value "$check" backwards)
+	windows=$(stat_value "$check" windows_seen)
+	first=$(stat_value "$check" first_catch_windows)
+	stopped=$(stat_value "$check" stopped)
+	elapsed=$(stat_value "$check" elapsed_ms)
+	overruns=$(stat_value "$DIR/stats" wrap_overruns)
+	echo "epoch_updates: $(stat_value "$DIR/stats" epoch_updates) wrap_overruns: $overruns"
+	unload
+	[ $rc -eq 0 ] && is_number "$backwards" && is_number "$overruns" && is_number "$windows"
+}
+
+t_tear_latch() {
+	tear_check latch || return 1
+	[ "$overruns" = 0 ] || { echo "inconclusive: $overruns epoch updates came a wrap late"; return 1; }
+	[ "$backwards" = 0 ] || { echo "the latch went backwards $backwards times"; return 1; }
+	[ "$windows" -ge $TEAR_WINDOWS ] ||
+		{ echo "inconclusive: the readers saw $windows writer windows in $elapsed ms, want $TEAR_WINDOWS"; return 1; }
+	echo "the latch survived $windows writer windows ($elapsed ms)"
+}
+
+# The check must catch the unprotected clock: a read that lands in the
+# writer's pause sees the new epoch_cyc with the old epoch_ns. It ends at
+# the first catch; a clock that survives TEAR_WINDOWS windows means the
+# check is blind.
+t_tear_unprotected() {
+	tear_check unprotected || return 1
+	[ "$overruns" = 0 ] || { echo "inconclusive: $overruns epoch updates came a wrap late"; return 1; }
+	if [ "$backwards" -gt 0 ]; then
+		echo "caught after $first writer windows seen ($elapsed ms)"
+		return 0
+	fi
+	if [ "$windows" -ge $TEAR_WINDOWS ]; then
+		echo "blind: the unprotected clock survived $windows writer windows"
+	else
+		echo "inconclusive: the readers saw $windows writer windows in $elapsed ms, want $TEAR_WINDOWS"
+	fi
+	return 1
+}
+
+t_check_bad_input() {
+	load || { echo "insmod failed"; return 1; }
+	ret=0
+	for f in check acct; do
+		runs=$(stat_value "$DIR/$f" runs)
+		for v in 0 60001 abc -1 "" " 5" 5x 99999999999 ms=0 "ms=100 windows=x" \
+			"ms=100 ms=200" "ms=100  windows=1" windows=5 "ms=1 windows=1000001"; do
+			if printf '%s\n' "$v" >"$DIR/$f" 2>/dev/null; then
+				echo "$f accepted '$v'"; ret=1
+			fi
+		done
+		[ "$(stat_value "$DIR/$f" runs)" = "$runs" ] || { echo "a refused write to $f ran"; ret=1; }
+	done
+	unload
+	return $ret
+}
+
+case_add t_check_tsc_ordered "counter_bits=32 tsc_ordered: $CHECK_S s on every CPU monotonic, within 100 us of local_clock"
+case_add t_check_tsc "counter_bits=32 tsc: $CHECK_S s on every CPU monotonic, within 100 us of local_clock"
+case_add t_narrow_counter "counter_bits=16: thousands of epoch updates per second"
+case_add t_tear_latch "tear window: the latch never goes backwards"
+case_add t_tear_unprotected "tear window: the check catches the unprotected clock"
+case_add t_check_bad_input "check and acct refuse bad input and run nothing"

@@ -1,0 +1,220 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# cases_interface.sh: control and config, one activity at a time, hostile input
+# to every writable file, and the benchmark.
+# Sourced by nmiclock.sh, after lib.sh; registers its cases in order.
+
+# Random writes per file in the hostile-input case.
+FUZZ_WRITES=60
+
+t_control_config() {
+	wait_tsc
+	load duration_s=30 || { echo "insmod failed"; return 1; }
+	ret=0
+	cfg=$(cat "$DIR/config")
+	for v in bogus START "start stop" "" 1; do
+		expect_refused control "$v" "Invalid argument" || ret=1
+	done
+	expect_refused control stop "resource busy" || ret=1
+	for v in clock=bogus clock= =latch bogus=1 counter_bits=8 period_us=0 period_us=5 \
+		duration_s=0 duration_s=86401 update_us=-1 autostart=2 nmi_source=nmi \
+		"acct=racy extra" clock; do
+		expect_refused config "$v" "Invalid argument" || ret=1
+	done
+	[ "$(cat "$DIR/config")" = "$cfg" ] || { echo "refused config writes changed it"; ret=1; }
+	echo start >"$DIR/control" || { echo "start failed"; ret=1; }
+	expect_refused control start "resource busy" || ret=1
+	expect_refused control reset "resource busy" || ret=1
+	expect_refused config acct=racy "resource busy" || ret=1
+	echo stop >"$DIR/control" || { echo "stop failed"; ret=1; }
+	[ "$(cat "$DIR/control")" = done ] || { echo "not done after stop"; ret=1; }
+	echo acct=racy >"$DIR/config" || { echo "config acct=racy refused while idle"; ret=1; }
+	[ "$(stat_value "$DIR/config" acct)" = racy ] || { echo "config acct not applied"; ret=1; }
+	echo clock=seqcount >"$DIR/config" || ret=1
+	[ "$(stat_value "$DIR/stats" clock)" = seqcount ] || { echo "clock not switched"; ret=1; }
+	echo reset >"$DIR/control" || { echo "reset failed"; ret=1; }
+	[ "$(cat "$DIR/control")" = idle ] || { echo "not idle after reset"; ret=1; }
+	[ "$(stat_value "$DIR/stats" samples)" = 0 ] || { echo "reset left samples"; ret=1; }
+	unload
+	return $ret
+}
+
+# snapshot: what a refused write must not change.
+snapshot() {
+	cat "$DIR/config" "$DIR/control"
+	grep -E '^(samples|acct_updates|stats_reads):' "$DIR/stats" | grep -v stats_reads
+	stat_value "$DIR/check" runs
+	stat_value "$DIR/acct" runs
+	head -n 1 "$DIR/bench"
+}
+
+# Hostile input: every writable file gets hundreds of malformed writes
+# (fixed nasty values and random bytes); each must be refused and change
+# nothing. Values that are valid for some file are not sent.
+t_hostile_writes() {
+	load || { echo "insmod failed"; return 1; }
+	ret=0
+	before=$(snapshot)
+	long=$(head -c 300 /dev/zero | tr '\0' 7)
+	huge=$(head -c 4000 /dev/zero | tr '\0' a)
+	# The random bytes: no digits and no newlines, so that no draw can be
+	# a valid number ("9" would run a 9 ms check).
+	pool=$(scratch)
+	head -c 70000 /dev/urandom | tr '0-9\n' 'a-k' >"$pool"
+	n=0
+	for f in control config check acct bench; do
+		for v in "" " " "	" "-1" "-0" "+1" "0x10" "1e3" "1.5" "99999999999999999999" \
+			"abc" "st art" "START" "stop now" "reset!" "key=" "=v" "a=b=c" \
+			"clock=latch clock=seqcount" "clock=latch;" "duration_s=1s" \
+			"period_us=0010x" "$long" "$huge" "$(printf '1\n2')" \
+			"$(printf 'start\nstop')" "$(printf '\377\376')" "%n%s%x" "../../etc"; do
+			n=$((n + 1))
+			if echo "$v" >"$DIR/$f" 2>/dev/null; then
+				echo "$f accepted '$(printf '%s' "$v" | cut -c1-40)'"
+				ret=1
+			fi
+		done
+		# Embedded NUL: "start", NUL, "x".
+		n=$((n + 1))
+		if printf 'start\000x' >"$DIR/$f" 2>/dev/null; then
+			echo "$f accepted start<NUL>x"
+			ret=1
+		fi
+		# Random bytes, 1..256 of them, one dd (one write) each: a
+		# process per write is what this costs on a debug kernel.
+		k=0
+		for len in $(od -An -tu1 -N$FUZZ_WRITES /dev/urandom); do
+			len=$((len + 1)) k=$((k + 1))
+			n=$((n + 1))
+			if dd if="$pool" of="$DIR/$f" bs=$len skip=$k count=1 2>/dev/null; then
+				echo "$f accepted $len random bytes:"
+				dd if="$pool" bs=$len skip=$k count=1 2>/dev/null | od -An -tx1 | head -n 2
+				ret=1
+			fi
+		done
+	done
+	after=$(snapshot)
+	[ "$before" = "$after" ] || { echo "refused writes changed something:"; a=$(scratch); b=$(scratch); echo "$before" >"$a"; echo "$after" >"$b"; diff "$a" "$b"; ret=1; }
+	echo "$n malformed writes refused"
+	unload || ret=1
+	return $ret
+}
+
+# The benchmark: a short run; every row of both phases has numbers, the
+# references have ratio 1.00, the NMI handler was timed (or the reason it
+# was not is given), and there is one refscale-format table per row and
+# phase, with nruns lines. Bad arguments get EINVAL; a config write while
+# it runs, and the benchmark during a stress run, get EBUSY.
+BENCH_ROWS=20
+t_bench() {
+	wait_tsc
+	load || { echo "insmod failed"; return 1; }
+	ret=0
+	for v in loops=9 loops=1000001 nruns=0 nruns=101 update_us=0 speed=1 "run now" \
+		"loops=100 loops=100" "loops=100  nruns=2" LOOPS=100 ""; do
+		expect_refused bench "$v" "Invalid argument" || ret=1
+	done
+	grep -q '^state: idle' "$DIR/bench" || { echo "refused writes ran it"; ret=1; }
+	# A longer run in the background, to be caught running.
+	(echo "loops=20000 nruns=3" >"$DIR/bench") &
+	i=0
+	while ! grep -q '^state: running' "$DIR/bench" && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+	if grep -q '^state: running' "$DIR/bench"; then
+		expect_refused config clock=seqcount "resource busy" || ret=1
+		expect_refused bench run "resource busy" || ret=1
+	else
+		echo "never saw the benchmark running"; ret=1
+	fi
+	wait
+	echo "loops=200 nruns=3" >"$DIR/bench" || { echo "the benchmark failed"; ret=1; }
+	out=$(scratch)
+	cat "$DIR/bench" >"$out"
+	sed -n '/^phase /,/^# nmi handler/p' "$out"
+	for phase in idle updaters; do
+		n=$(grep -cE "^$phase +[a-z_/()]+.* [0-9]+\.[0-9]{3} +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+\.[0-9]{2}\$" "$out")
+		[ "$n" = $BENCH_ROWS ] || { echo "$phase: $n complete rows, want $BENCH_ROWS"; ret=1; }
+		for ref in 'sched_clock()' 'acct cmpxchg (tick)' 'acct cmpxchg (apply)'; do
+			grep -F "$ref" "$out" | grep "^$phase " | grep -qE ' 1\.00$' ||
+				{ echo "$phase $ref: ratio not 1.00"; ret=1; }
+		done
+		if grep "^$phase " "$out" | grep -E ' 0\.000 '; then
+			echo "$phase: a median of 0"; ret=1
+		fi
+	done
+	grep -qE '^nmi +nmi handler \(sample\) +- +[0-9]+ +[0-9]+ +[0-9]+ +-$' "$out" ||
+		grep -q '^nmi +nmi handler: no NMI-context samples' "$out" ||
+		{ echo "no NMI handler row"; ret=1; }
+	tables=$(grep -c "^Runs	Time(ns)\$" "$out")
+	lines=$(grep -cE '^[0-9]+	[0-9]+\.[0-9]{3}$' "$out")
+	echo "$tables refscale tables, $lines run lines"
+	[ "$tables" = $((2 * BENCH_ROWS)) ] || { echo "want $((2 * BENCH_ROWS)) tables"; ret=1; }
+	[ "$lines" = $((6 * BENCH_ROWS)) ] || { echo "want $((6 * BENCH_ROWS)) run lines"; ret=1; }
+	# Not during a stress run.
+	echo start >"$DIR/control" || ret=1
+	expect_refused bench run "resource busy" || ret=1
+	echo stop >"$DIR/control" || ret=1
+	unload || ret=1
+	return $ret
+}
+
+# refused_during WHAT NAME: while WHAT (a blocking activity, or a stress
+# run) is in progress, config and every other activity get EBUSY, one log
+# line each naming what runs (NAME, a regex: bench runs a stress run of its
+# own at its end), and change nothing.
+refused_during() {
+	ret=0
+	before=$(cat "$DIR/config"; stat_value "$DIR/check" runs; stat_value "$DIR/acct" runs)
+	mark "during-$1"
+	for w in "config clock=seqcount" "config acct=racy" "config counter_bits=32" \
+		"control start" "control reset" "check 100" "check ms=100 windows=1" \
+		"acct 100" "bench run" "bench loops=10 nruns=1"; do
+		expect_refused ${w%% *} "${w#* }" "resource busy" || ret=1
+	done
+	# check and acct are what ran, their runs count once they end.
+	after=$(cat "$DIR/config"; stat_value "$DIR/check" runs; stat_value "$DIR/acct" runs)
+	[ "$before" = "$after" ] || { echo "during $1, a refused write changed something"; ret=1; }
+	n=$(log_since "during-$1" | grep -cE "not while ($2) is in progress")
+	[ "$n" -ge 10 ] || { echo "during $1: $n log lines name it, want 10"; ret=1; }
+	return $ret
+}
+
+# in_progress ACTIVITY: waits (5 s at most) until stats says ACTIVITY runs.
+in_progress() {
+	i=0
+	while [ "$(stat_value "$DIR/stats" activity)" != "$1" ] && [ $i -lt 50 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	[ "$(stat_value "$DIR/stats" activity)" = "$1" ] || { echo "never saw $1 in progress"; return 1; }
+}
+
+t_activities() {
+	wait_tsc
+	load duration_s=30 || { echo "insmod failed"; return 1; }
+	ret=0
+	for a in "check:a check:ms=4000" "acct:an acct run:4000" "bench:a bench:loops=20000 nruns=3"; do
+		f=${a%%:*} rest=${a#*:} what=${rest%%:*} arg=${rest#*:}
+		(echo "$arg" >"$DIR/$f") &
+		if in_progress "$what"; then
+			names=$what
+			[ "$f" = bench ] && names="$what|a stress run"
+			refused_during "$f" "$names" || ret=1
+		else
+			ret=1
+		fi
+		wait
+		echo "$f: refused all during it"
+	done
+	echo start >"$DIR/control" || { echo "start failed"; ret=1; }
+	refused_during "a stress run" "a stress run" || ret=1
+	echo stop >"$DIR/control" || { echo "stop failed"; ret=1; }
+	[ "$(stat_value "$DIR/stats" activity)" = none ] || { echo "an activity is left after all ended"; ret=1; }
+	echo counter_bits=32 >"$DIR/config" || { echo "config refused with nothing running"; ret=1; }
+	unload
+	return $ret
+}
+
+case_add t_control_config "control and config: wrong state EBUSY, bad input EINVAL, nothing changed"
+case_add t_activities "one activity at a time: during check, acct, bench and a stress run, config and every other activity get EBUSY, nothing changed"
+case_add t_hostile_writes "hostile input: malformed writes to every writable file refused, nothing changed"
+case_add t_bench "bench: every row and phase measured, refscale tables, bad input and wrong state refused"

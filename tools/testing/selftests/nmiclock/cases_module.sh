@@ -1,0 +1,204 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# cases_module.sh: loading and unloading, the load message, the debugfs files
+# and stats, parameters good and bad, the sample consumer, the end checks
+# (kmemleak, kernel log).
+# Sourced by nmiclock.sh, after lib.sh; registers its cases in order.
+
+# Every key stats must have.
+STATS_KEYS="version online_cpus tsc_khz tsc_mult tsc_shift stats_reads activity
+clock counter counter_bits tear_window_ns acct nmi_source period_us update_us
+duration_s autostart state nmi_source_used perf_hw_error samples nmi_samples
+torn_reads backwards cross_cpu_backwards max_backstep_ns errors nmi_leftovers
+nmi_handler_p50_ns nmi_handler_p99_ns nmi_handler_max_ns wakeups late_wakeups
+max_wake_latency_ns elapsed_ms anomalies_kept anomalies_dropped mult shift
+update_interval_ns now_ns clock_reads clock_retries clock_stalls epoch_updates
+wrap_overruns epoch_update_skips recalibrations windows_entered acct_updates
+acct_races acct_bad_deltas acct_timexpd_backwards acct_integral_mismatches"
+
+# What a kernel log line must not say.
+SPLAT_RE='WARNING:|BUG:|Oops|kernel BUG at|general protection fault|UBSAN:|KASAN:|kmemleak: [0-9]+ new suspected|Uhhuh\. NMI received|panicked at'
+
+t_insmod() {
+	mark insmod
+	load || { echo "insmod $module failed"; return 1; }
+	is_loaded || { echo "insmod succeeded but nmiclock is not in /proc/modules"; return 1; }
+}
+
+t_load_message() {
+	is_loaded || { echo "SKIP: module not loaded"; return 4; }
+	log_since insmod | grep -q 'nmiclock: loaded: version ' && return 0
+	echo "no 'nmiclock: loaded: version' line in the kernel log"
+	return 1
+}
+
+t_debugfs() {
+	is_loaded || { echo "SKIP: module not loaded"; return 4; }
+	[ -d "$DIR" ] || { echo "$DIR missing"; return 1; }
+	[ -f "$DIR/stats" ] || { echo "$DIR/stats missing"; return 1; }
+	mode=$(stat -c %a "$DIR/stats")
+	[ "$mode" = 400 ] || { echo "$DIR/stats has mode $mode, want 400 (root-only)"; return 1; }
+	cat "$DIR/stats" >/dev/null || { echo "reading $DIR/stats failed"; return 1; }
+}
+
+t_stats_parse() {
+	is_loaded || { echo "SKIP: module not loaded"; return 4; }
+	tmp=$(scratch stats)
+	cat "$DIR/stats" >"$tmp" || { echo "read failed"; return 1; }
+	ret=0
+	[ -s "$tmp" ] || { echo "stats is empty"; ret=1; }
+	bad=$(grep -vcE '^[a-z][a-z0-9_]*: [^ ].*$' "$tmp")
+	[ "$bad" -eq 0 ] || { echo "$bad line(s) are not 'key: value':"; grep -vE '^[a-z][a-z0-9_]*: [^ ].*$' "$tmp"; ret=1; }
+	dups=$(cut -d: -f1 "$tmp" | sort | uniq -d)
+	[ -z "$dups" ] || { echo "duplicate keys: $dups"; ret=1; }
+	for key in $STATS_KEYS; do
+		grep -q "^$key: " "$tmp" || { echo "key '$key' missing"; ret=1; }
+	done
+	for key in online_cpus tsc_khz tsc_mult tsc_shift stats_reads counter_bits \
+		clock_reads epoch_updates now_ns; do
+		v=$(stat_value "$tmp" $key)
+		is_number "$v" || { echo "$key: '$v' is not a number"; ret=1; }
+	done
+	[ "$(stat_value "$tmp" state)" = idle ] || { echo "state is not idle"; ret=1; }
+	[ "$(stat_value "$tmp" activity)" = none ] || { echo "activity is not none"; ret=1; }
+	[ "$(stat_value "$tmp" clock)" = latch ] || { echo "default clock is not latch"; ret=1; }
+	[ "$(stat_value "$tmp" counter)" = tsc_ordered ] || { echo "default counter is not tsc_ordered"; ret=1; }
+	[ "$(stat_value "$tmp" counter_bits)" = 64 ] || { echo "default counter_bits is not 64"; ret=1; }
+	[ "$(stat_value "$tmp" acct)" = cmpxchg ] || { echo "default acct is not cmpxchg"; ret=1; }
+	cpus=$(online_cpus)
+	[ "$(stat_value "$tmp" online_cpus)" = "$cpus" ] ||
+		{ echo "online_cpus $(stat_value "$tmp" online_cpus) != $cpus CPUs in /proc/cpuinfo"; ret=1; }
+	khz=$(stat_value "$tmp" tsc_khz)
+	shift_=$(stat_value "$tmp" tsc_shift)
+	if is_number "$khz" && [ "$khz" -gt 0 ] && is_number "$shift_"; then
+		[ "$shift_" -ge 1 ] && [ "$shift_" -le 32 ] ||
+			{ echo "tsc_shift $shift_ outside 1..32 for a $khz kHz TSC"; ret=1; }
+	fi
+	# Counters move: every read of stats reads the clock once.
+	tmp2=$(scratch stats)
+	cat "$DIR/stats" >"$tmp2"
+	for key in stats_reads clock_reads now_ns; do
+		a=$(stat_value "$tmp" $key)
+		b=$(stat_value "$tmp2" $key)
+		if is_number "$a" && is_number "$b"; then
+			[ "$b" -gt "$a" ] || { echo "$key did not advance: $a then $b"; ret=1; }
+		fi
+	done
+	return $ret
+}
+
+t_rmmod() {
+	is_loaded || { echo "SKIP: module not loaded"; return 4; }
+	unload || { echo "rmmod nmiclock failed"; return 1; }
+}
+
+t_nothing_left() {
+	left=$(left_behind)
+	[ -z "$left" ] && return 0
+	echo "$left"
+	return 1
+}
+
+t_cycles() {
+	i=1
+	while [ $i -le "$cycles" ]; do
+		load || { echo "cycle $i: insmod failed"; return 1; }
+		cat "$DIR/stats" >/dev/null || { echo "cycle $i: reading stats failed"; unload; return 1; }
+		unload || { echo "cycle $i: rmmod failed"; return 1; }
+		left=$(left_behind)
+		[ -z "$left" ] || { echo "cycle $i: $left"; return 1; }
+		i=$((i + 1))
+	done
+	echo "$cycles cycles"
+}
+
+t_variants() {
+	ret=0
+	for c in latch seqcount unprotected; do
+		load clock=$c || { echo "insmod clock=$c failed"; ret=1; continue; }
+		got=$(stat_value "$DIR/stats" clock)
+		[ "$got" = $c ] || { echo "clock=$c: stats says clock: $got"; ret=1; }
+		unload
+	done
+	return $ret
+}
+
+t_sample() {
+	[ -e "$sample" ] || { echo "SKIP: $sample not found"; return 4; }
+	load || { echo "insmod nmiclock failed"; return 1; }
+	ret=0
+	mark sample
+	insmod "$sample" || { echo "insmod $sample failed"; ret=1; }
+	log_since sample | grep 'nmiclock_sample: ' | sed 's/^\[[^]]*\] //'
+	log_since sample | grep -q 'nmiclock_sample: 5 reads, monotonic' ||
+		{ echo "no 'nmiclock_sample: 5 reads, monotonic' in the kernel log"; ret=1; }
+	rmmod nmiclock_sample || { echo "rmmod nmiclock_sample failed"; ret=1; }
+	unload || ret=1
+	return $ret
+}
+
+t_bad_params() {
+	ret=0 seen=
+	for p in clock=bogus clock= clock=LATCH counter=rdtsc counter= acct=bogus acct= \
+		acct=CMPXCHG acct=irq_save counter_bits=15 \
+		counter_bits=65 counter_bits=0 counter_bits=abc counter_bits=-1 \
+		counter_bits=99999999999 "counter_bits= 32" counter_bits=0x20 \
+		tear_window_ns=1000001 tear_window_ns=x tear_window_ns=-5 tear_window_ns= \
+		nmi_source=nmi nmi_source= nmi_source=IPI period_us=0 period_us=9 \
+		period_us=1000001 update_us=-1 update_us=1000001 duration_s=0 \
+		duration_s=86401 autostart=2 autostart=yes; do
+		name=${p%%=*}
+		# -q: one bad value per parameter.
+		case " $seen " in *" $name "*) [ $quick = 1 ] && continue ;; esac
+		seen="$seen $name"
+		k=$((k + 1))
+		mark "param$k"
+		err=$(insmod "$module" "$p" 2>&1) && { echo "$p: loaded"; unload; ret=1; continue; }
+		case $err in
+		*"Invalid argument"*) ;;
+		*) echo "$p: want EINVAL, got: $err"; ret=1 ;;
+		esac
+		is_loaded && { echo "$p: module loaded anyway"; unload; ret=1; }
+		msg=$(log_since "param$k" | grep "nmiclock: .*$name" | head -n 1)
+		[ -n "$msg" ] || { echo "$p: no log line naming $name"; ret=1; }
+		echo "$p: ${msg#*] }"
+	done
+	return $ret
+}
+
+# kmemleak (debug kernels): after everything is unloaded, an explicit scan
+# must find nothing new since the suite started. It reports only objects
+# older than 5 s, hence the wait.
+KMEMLEAK=$DEBUGFS/kmemleak
+t_kmemleak() {
+	[ -e "$KMEMLEAK" ] || { echo "SKIP: kernel without kmemleak"; return 4; }
+	is_loaded && unload
+	sleep 6
+	echo scan >"$KMEMLEAK" || { echo "kmemleak scan failed"; return 1; }
+	sleep 1
+	echo scan >"$KMEMLEAK"
+	leaks=$(cat "$KMEMLEAK")
+	[ -z "$leaks" ] && return 0
+	echo "kmemleak reports:"
+	printf '%s\n' "$leaks" | head -n 40
+	return 1
+}
+
+t_kernel_log_clean() {
+	found=$(log_since suite | grep -v 'nmiclock-selftest\[' | grep -E "$SPLAT_RE")
+	[ -z "$found" ] && return 0
+	echo "kernel log reports problems since the suite started:"
+	echo "$found"
+	return 1
+}
+
+case_add t_insmod "insmod"
+case_add t_load_message "load message logged"
+case_add t_debugfs "debugfs dir and root-only stats present and readable"
+case_add t_stats_parse "stats parses as key: value with sane values"
+case_add t_rmmod "rmmod"
+case_add t_nothing_left "rmmod leaves nothing behind"
+case_add t_cycles "$cycles load/unload cycles"
+case_add t_variants "every clock variant loads and says so"
+case_add t_sample "sample consumer loads, reads and unloads"
+case_add t_bad_params "bad module parameters: EINVAL, a log line, nothing loaded"

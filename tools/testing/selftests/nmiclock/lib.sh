@@ -1,0 +1,248 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# lib.sh: what nmiclock's selftest cases share, sourced by nmiclock.sh:
+# KTAP output (the function names and the "# Totals:" line of the kernel's
+# tools/testing/selftests/kselftest/ktap_helpers.sh, plus expected
+# failures), a registry of cases, loading and unloading the module, the
+# kernel log read from markers, scratch files, and small helpers.
+
+# --- KTAP -------------------------------------------------------------------------
+
+KSFT_PASS=0
+KSFT_FAIL=1
+KSFT_XFAIL=2
+KSFT_XPASS=3
+KSFT_SKIP=4
+
+KTAP_TESTNO=1
+KTAP_CNT_PASS=0
+KTAP_CNT_FAIL=0
+KTAP_CNT_XFAIL=0
+KTAP_CNT_XPASS=0
+KTAP_CNT_SKIP=0
+KSFT_NUM_TESTS=0
+
+ktap_print_header() {
+	echo "TAP version 13"
+}
+
+ktap_set_plan() {
+	KSFT_NUM_TESTS=$1
+	echo "1..$KSFT_NUM_TESTS"
+}
+
+ktap_skip_all() {
+	echo "1..0 # SKIP $*"
+}
+
+ktap_print_msg() {
+	echo "# $*"
+}
+
+# __ktap_test RESULT DESCRIPTION [DIRECTIVE]
+__ktap_test() {
+	if [ -n "${3:-}" ]; then
+		echo "$1 $KTAP_TESTNO $2 # $3"
+	else
+		echo "$1 $KTAP_TESTNO $2"
+	fi
+	KTAP_TESTNO=$((KTAP_TESTNO + 1))
+}
+
+ktap_test_pass() {
+	__ktap_test ok "$1"
+	KTAP_CNT_PASS=$((KTAP_CNT_PASS + 1))
+}
+
+# ktap_test_skip DESCRIPTION [REASON]
+ktap_test_skip() {
+	__ktap_test ok "$1" "SKIP${2:+ $2}"
+	KTAP_CNT_SKIP=$((KTAP_CNT_SKIP + 1))
+}
+
+# ktap_test_xfail DESCRIPTION [REASON]: failed, as it must (a busted design
+# caught).
+ktap_test_xfail() {
+	__ktap_test ok "$1" "XFAIL${2:+ $2}"
+	KTAP_CNT_XFAIL=$((KTAP_CNT_XFAIL + 1))
+}
+
+# ktap_test_xpass DESCRIPTION [REASON]: passed where it must fail (a busted
+# design not caught: the detector is blind).
+ktap_test_xpass() {
+	__ktap_test "not ok" "$1" "XPASS${2:+ $2}"
+	KTAP_CNT_XPASS=$((KTAP_CNT_XPASS + 1))
+}
+
+ktap_test_fail() {
+	__ktap_test "not ok" "$1"
+	KTAP_CNT_FAIL=$((KTAP_CNT_FAIL + 1))
+}
+
+ktap_print_totals() {
+	echo "# Totals: pass:$KTAP_CNT_PASS fail:$KTAP_CNT_FAIL xfail:$KTAP_CNT_XFAIL xpass:$KTAP_CNT_XPASS skip:$KTAP_CNT_SKIP error:0"
+}
+
+# ktap_finished: the totals, our one-line summary (which scripts/run-tests
+# reads), and kselftest's exit status: 1 if anything failed (an XPASS
+# too), 4 if everything was skipped, else 0.
+ktap_finished() {
+	ktap_print_totals
+	echo "$((KTAP_CNT_PASS + KTAP_CNT_XFAIL)) passed, $((KTAP_CNT_FAIL + KTAP_CNT_XPASS)) failed, $KTAP_CNT_SKIP skipped"
+	if [ $((KTAP_CNT_FAIL + KTAP_CNT_XPASS)) -gt 0 ]; then
+		exit $KSFT_FAIL
+	elif [ $((KTAP_CNT_PASS + KTAP_CNT_XFAIL)) -eq 0 ] && [ $KTAP_CNT_SKIP -gt 0 ]; then
+		exit $KSFT_SKIP
+	fi
+	exit $KSFT_PASS
+}
+
+# skip_all REASON: nothing can run here.
+skip_all() {
+	ktap_print_header
+	ktap_skip_all "$*"
+	echo "0 passed, 0 failed, 0 skipped"
+	exit $KSFT_SKIP
+}
+
+# --- cases ------------------------------------------------------------------------
+
+# The registered cases, one "FUNCTION DESCRIPTION" per line, in order.
+CASES=
+
+# case_add FUNCTION DESCRIPTION: registers a case. FUNCTION's output becomes
+# KTAP diagnostics; it returns $KSFT_PASS, $KSFT_FAIL, $KSFT_SKIP (the
+# reason on a line "SKIP: reason"), $KSFT_XFAIL (a line "XFAIL: reason") or
+# $KSFT_XPASS (a line "XPASS: reason").
+case_add() {
+	CASES="$CASES$1 $2
+"
+}
+
+# selected_cases [PATTERN]: the registered cases whose function or
+# description matches PATTERN (grep -E; all if empty).
+selected_cases() {
+	printf '%s' "$CASES" | grep -E -- "${1:-.}"
+}
+
+# run_cases [PATTERN]: the plan (the number of cases selected), then each
+# case with its result.
+run_cases() {
+	selected=$(selected_cases "${1:-}")
+	ktap_set_plan "$(printf '%s\n' "$selected" | grep -c .)"
+	[ -n "$selected" ] || return 0
+	printf '%s\n' "$selected" >"$SCRATCH/cases"
+	while read -r fn desc; do
+		out=$($fn 2>&1)
+		rc=$?
+		printf '%s\n' "$out" | grep -vE '^(SKIP|XFAIL|XPASS): ' | grep . | sed 's/^/# /'
+		reason=$(printf '%s\n' "$out" | sed -nE 's/^(SKIP|XFAIL|XPASS): //p' | head -n 1)
+		case $rc in
+		$KSFT_PASS) ktap_test_pass "$desc" ;;
+		$KSFT_SKIP) ktap_test_skip "$desc" "$reason" ;;
+		$KSFT_XFAIL) ktap_test_xfail "$desc" "$reason" ;;
+		$KSFT_XPASS) ktap_test_xpass "$desc" "$reason" ;;
+		*) ktap_test_fail "$desc" ;;
+		esac
+	done <"$SCRATCH/cases"
+}
+
+# --- scratch files ------------------------------------------------------------------
+
+# One directory per run, removed at exit; scratch FILE makes a file in it.
+SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/nmiclock-selftest.XXXXXX") || exit $KSFT_FAIL
+trap 'rm -rf "$SCRATCH"' EXIT
+
+scratch() {
+	mktemp "$SCRATCH/${1:-tmp}.XXXXXX"
+}
+
+# --- the module -----------------------------------------------------------------------
+
+DEBUGFS=/sys/kernel/debug
+DIR=$DEBUGFS/nmiclock
+
+is_loaded() {
+	grep -q '^nmiclock ' /proc/modules
+}
+
+load() {
+	insmod "$module" "$@"
+}
+
+unload() {
+	rmmod nmiclock
+}
+
+# Everything the module creates is gone once it is unloaded.
+left_behind() {
+	is_loaded && echo "nmiclock still in /proc/modules"
+	[ -e /sys/module/nmiclock ] && echo "/sys/module/nmiclock still there"
+	[ -e "$DIR" ] && echo "$DIR still there"
+}
+
+# stat_value FILE KEY: the value of KEY in a `key: value` file.
+stat_value() {
+	sed -n "s/^$2: //p" "$1"
+}
+
+is_number() {
+	case $1 in ''|*[!0-9]*) return 1 ;; esac
+}
+
+online_cpus() {
+	grep -c '^processor' /proc/cpuinfo
+}
+
+# expect_refused FILE VALUE ERRNO-TEXT: a write must fail with that error
+# (echo, whose write error names the errno; busybox printf may not).
+expect_refused() {
+	err=$( (echo "$2" >"$DIR/$1") 2>&1) && { echo "$1 accepted '$2'"; return 1; }
+	case $err in *"$3"*) return 0 ;; esac
+	echo "$1 '$2': want '$3', got: $err"
+	return 1
+}
+
+# --- the kernel log -----------------------------------------------------------------
+
+# mark NAME: writes a marker into the kernel log; log_since NAME prints the
+# log after it. The ring buffer can wrap (lots of logging, small buffers),
+# so counting lines would go wrong; if the marker itself is gone, the whole
+# buffer is printed (and a note to stderr).
+mark() {
+	echo "nmiclock-selftest[$$]: mark $1" >/dev/kmsg
+}
+
+log_since() {
+	out=$(dmesg | awk -v m="nmiclock-selftest[$$]: mark $1" '
+		{
+			i = index($0, m)
+			if (i && i + length(m) == length($0) + 1) { n = 0; seen = 1; next }
+		}
+		seen { line[n++] = $0 }
+		END { for (j = 0; j < n; j++) print line[j] }')
+	if [ -z "$out" ] && ! dmesg | grep -q "nmiclock-selftest\[$$\]: mark $1\$"; then
+		echo "(kernel log wrapped past mark $1: whole log)" >&2
+		out=$(dmesg)
+	fi
+	printf '%s\n' "$out"
+}
+
+# wait_tsc: the stress run's reference (ktime_get_mono_fast_ns) disagrees
+# with the TSC until the kernel's timekeeping runs on it (about 1.7 s after
+# boot in the VM): wait up to 10 s for that. Once the kernel has marked
+# the TSC unstable it never comes back: then say so (once) and go on, the
+# cases still run against the clocksource there is.
+wait_tsc() {
+	cs=/sys/devices/system/clocksource/clocksource0/current_clocksource
+	[ -e "$SCRATCH/no-tsc" ] && return 0
+	i=0
+	while [ "$(cat $cs 2>/dev/null)" != tsc ] && [ $i -lt 100 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	[ "$(cat $cs 2>/dev/null)" = tsc ] && return 0
+	echo "note: clocksource is $(cat $cs 2>/dev/null), not tsc: the stress run's reference is not TSC-based" \
+		"($(dmesg | grep -m1 -o 'Marking TSC unstable.*' || echo 'TSC not chosen'))"
+	touch "$SCRATCH/no-tsc"
+}
