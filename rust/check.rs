@@ -192,7 +192,9 @@ fn check_cpu(k: &Kthread, cpu: u32) {
     let Some(slot) = RESULTS.get(cpu) else {
         return;
     };
-    let duration = DURATION_MS.load(Ordering::Relaxed).saturating_mul(1_000_000);
+    let duration = DURATION_MS
+        .load(Ordering::Relaxed)
+        .saturating_mul(1_000_000);
     let want = WANT_WINDOWS.load(Ordering::Relaxed);
     let mut base = sample();
     for _ in 1..BASE_SAMPLES {
@@ -304,7 +306,11 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
     writeln!(w, "runs: {}", RUNS.load(Ordering::Relaxed))?;
     writeln!(w, "duration_ms: {}", DURATION_MS.load(Ordering::Relaxed))?;
     writeln!(w, "elapsed_ms: {}", ELAPSED_MS.load(Ordering::Relaxed))?;
-    writeln!(w, "windows_wanted: {}", WANT_WINDOWS.load(Ordering::Relaxed))?;
+    writeln!(
+        w,
+        "windows_wanted: {}",
+        WANT_WINDOWS.load(Ordering::Relaxed)
+    )?;
     writeln!(
         w,
         "stopped: {}",
@@ -324,7 +330,11 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
         writeln!(w, "first_catch_windows: {}", first - 1)?;
     }
     writeln!(w, "backwards: {}", RESULTS.sum(|s| &s.backwards))?;
-    writeln!(w, "max_backstep_ns: {}", RESULTS.max(|s| &s.max_backstep_ns))?;
+    writeln!(
+        w,
+        "max_backstep_ns: {}",
+        RESULTS.max(|s| &s.max_backstep_ns)
+    )?;
     writeln!(w, "max_dev_ns: {}", RESULTS.max(|s| &s.max_dev_ns))?;
     writeln!(w, "max_window_ns: {}", RESULTS.max(|s| &s.max_window_ns))?;
     for (cpu, s) in RESULTS.iter() {

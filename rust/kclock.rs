@@ -217,8 +217,11 @@ pub(crate) fn index_of(protection: &str, counter: &str) -> Option<usize> {
 /// Starts the clock the settings select, continuing from `start_ns`, and
 /// makes it the running one. Returns its epoch update interval.
 fn switch_to_selected(start_ns: u64) -> Result<u64> {
-    let index = index_of(settings::name_of(Key::Clock), settings::name_of(Key::Counter))
-        .ok_or(EINVAL)?;
+    let index = index_of(
+        settings::name_of(Key::Clock),
+        settings::name_of(Key::Counter),
+    )
+    .ok_or(EINVAL)?;
     let clock = CLOCKS.get(index).copied().ok_or(EINVAL)?;
     let bits = settings::get(Key::CounterBits);
     let mask = mask_for_bits(bits).ok_or(EINVAL)?;

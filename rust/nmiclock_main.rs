@@ -204,8 +204,13 @@ fn create_files(shared: Arc<Shared>) -> Result<ffi::debugfs::Dir> {
     dir.add_ro(name, ro, |w| show_stats(w))
         .inspect_err(file_error(name))?;
     let (name, s) = (c_str!("config"), shared.clone());
-    dir.add_rw(name, rw, |w| settings::show(w), move |b| write_config(&s, b))
-        .inspect_err(file_error(name))?;
+    dir.add_rw(
+        name,
+        rw,
+        |w| settings::show(w),
+        move |b| write_config(&s, b),
+    )
+    .inspect_err(file_error(name))?;
     let (name, s) = (c_str!("control"), shared.clone());
     dir.add_rw(
         name,

@@ -62,7 +62,10 @@ impl HrTimer {
     where
         F: FnMut() -> u64 + Send + 'static,
     {
-        let cell = KBox::new(Serialised(core::cell::UnsafeCell::new(callback)), GFP_KERNEL)?;
+        let cell = KBox::new(
+            Serialised(core::cell::UnsafeCell::new(callback)),
+            GFP_KERNEL,
+        )?;
         let data: *const Serialised<F> = &*cell;
         // SAFETY: The trampoline matches the cell's type, and the cell is
         // owned by the `HrTimer`, which frees the timer (waiting for its

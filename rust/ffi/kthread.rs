@@ -158,7 +158,11 @@ impl TaskSlot {
     /// interrupt handler (each an RCU read side) still holds it. Task
     /// context.
     pub(crate) fn clear(&self) {
-        if !self.0.swap(core::ptr::null_mut(), Ordering::AcqRel).is_null() {
+        if !self
+            .0
+            .swap(core::ptr::null_mut(), Ordering::AcqRel)
+            .is_null()
+        {
             super::cpu::synchronize_rcu();
         }
     }

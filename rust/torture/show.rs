@@ -110,7 +110,12 @@ pub(crate) fn source_used() -> &'static str {
 pub(crate) fn end_of_test(why: &str) {
     let t = Totals::now();
     let mut line = Line::new();
-    let _ = write!(line, "{} nmi_source_used={}", settings::Inline, source_name());
+    let _ = write!(
+        line,
+        "{} nmi_source_used={}",
+        settings::Inline,
+        source_name()
+    );
     for (k, v) in t.all() {
         let _ = write!(line, " {k}={v}");
     }

@@ -205,8 +205,7 @@ pub trait AcctStrategy: Sync {
     const NAME: &'static str;
 
     /// Updates `rec` once.
-    fn update<N: FnMut() -> u64, P: FnMut()>(&self, rec: &AcctRecord, u: Update<N, P>)
-        -> Outcome;
+    fn update<N: FnMut() -> u64, P: FnMut()>(&self, rec: &AcctRecord, u: Update<N, P>) -> Outcome;
 }
 
 /// The lock-free update.
