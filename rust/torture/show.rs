@@ -96,14 +96,9 @@ impl Totals {
     }
 }
 
-/// The source a run uses, or "none" before the first run.
-fn source_name() -> &'static str {
-    source::in_use().map_or("none", |s| s.name())
-}
-
-/// The source a run uses (or used last), for `bench`.
+/// The source a run uses (or used last), or "none" before the first run.
 pub(crate) fn source_used() -> &'static str {
-    source_name()
+    source::in_use().map_or("none", |s| s.name())
 }
 
 /// Logs the End of test line of the run that just stopped for `why`.
@@ -114,7 +109,7 @@ pub(crate) fn end_of_test(why: &str) {
         line,
         "{} nmi_source_used={}",
         settings::Inline,
-        source_name()
+        source_used()
     );
     for (k, v) in t.all() {
         let _ = write!(line, " {k}={v}");
@@ -135,7 +130,7 @@ pub(crate) fn end_of_test(why: &str) {
 pub(crate) fn stats(w: &mut impl Write) -> fmt::Result {
     let t = Totals::now();
     writeln!(w, "state: {}", state_name())?;
-    writeln!(w, "nmi_source_used: {}", source_name())?;
+    writeln!(w, "nmi_source_used: {}", source_used())?;
     writeln!(w, "perf_hw_error: {}", source::perf_hw_error())?;
     for (k, v) in t.own() {
         writeln!(w, "{k}: {v}")?;

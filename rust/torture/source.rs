@@ -96,10 +96,7 @@ impl InterruptSource for PerfHw {
     const NAME: &'static str = "perf_hw";
 
     fn attach(cpu: u32, period_ns: u64) -> Result<Option<PerfEvent>> {
-        let event = PerfEvent::new(cpu, PerfKind::Cycles, cycles(period_ns), || {
-            on_sample(Context::now())
-        })?;
-        Ok(Some(event))
+        perf_attach(cpu, PerfKind::Cycles, cycles(period_ns))
     }
 }
 
@@ -110,11 +107,14 @@ impl InterruptSource for PerfSw {
     const NAME: &'static str = "perf_sw";
 
     fn attach(cpu: u32, period_ns: u64) -> Result<Option<PerfEvent>> {
-        let event = PerfEvent::new(cpu, PerfKind::CpuClock, period_ns, || {
-            on_sample(Context::now())
-        })?;
-        Ok(Some(event))
+        perf_attach(cpu, PerfKind::CpuClock, period_ns)
     }
+}
+
+/// A perf counter of `kind` on `cpu` whose overflows sample.
+fn perf_attach(cpu: u32, kind: PerfKind, period: u64) -> Result<Option<PerfEvent>> {
+    let event = PerfEvent::new(cpu, kind, period, || on_sample(Context::now()))?;
+    Ok(Some(event))
 }
 
 /// `ipi`.
@@ -202,12 +202,14 @@ pub(crate) fn perf_hw_error() -> i32 {
 /// run-wide part. Logs why when it cannot.
 pub(crate) fn choose_and_start(period_ns: u64) -> Result<(Source, RunPart)> {
     PERF_HW_ERROR.store(0, Ordering::Relaxed);
-    let requested = settings::get(Key::NmiSource) as usize;
-    let source = match Source::ALL.get(requested.wrapping_sub(1)) {
-        Some(&s) => s,
-        None => Source::PerfHw,
+    // The setting's values are `auto`, then each source in `ALL` order.
+    let (source, auto) = match settings::get(Key::NmiSource) as usize {
+        0 => (Source::PerfHw, true),
+        i => (
+            Source::ALL.get(i - 1).copied().unwrap_or(Source::PerfHw),
+            false,
+        ),
     };
-    let auto = requested == 0;
     let source = if source == Source::PerfHw {
         match PerfHw::attach(ffi::cpu::this(), period_ns) {
             Ok(probe) => {
