@@ -38,6 +38,9 @@ static OPEN: AtomicU32 = AtomicU32::new(0);
 /// Windows entered since load, on all CPUs: a reader that sees it change
 /// across its read overlapped a window that opened meanwhile.
 static SEQ: AtomicU32 = AtomicU32::new(0);
+/// The window entered last, on any CPU (`Window as u32`): the clock's
+/// writers exclude each other, so it is the one open, if one is.
+static LAST: AtomicU32 = AtomicU32::new(0);
 
 /// The marks' per-CPU slots, installed at load; dropping it removes them.
 pub(crate) struct Installed(());
@@ -82,6 +85,7 @@ impl Writer for Marker {
             s.window.store(window as u32, Ordering::Release);
             s.entered.fetch_add(1, Ordering::Relaxed);
         }
+        LAST.store(window as u32, Ordering::Release);
         OPEN.fetch_add(1, Ordering::AcqRel);
         SEQ.fetch_add(1, Ordering::AcqRel);
     }
@@ -106,6 +110,7 @@ pub(crate) struct View {
     local: u32,
     open: u32,
     seq: u32,
+    last: u32,
 }
 
 impl View {
@@ -118,6 +123,7 @@ impl View {
                 .map_or(0, |s| s.window.load(Ordering::Acquire)),
             open: OPEN.load(Ordering::Acquire),
             seq: SEQ.load(Ordering::Acquire),
+            last: LAST.load(Ordering::Acquire),
         }
     }
 }
@@ -129,6 +135,8 @@ pub(crate) struct Hit {
     pub(crate) local: Option<Window>,
     /// Another CPU's writer was inside its window during the read.
     pub(crate) remote: bool,
+    /// The window met, when known: the local one, or the one entered last.
+    pub(crate) window: Option<Window>,
     /// The whole read lay inside one window: open before and after it,
     /// with no other opening meanwhile.
     pub(crate) inside: bool,
@@ -143,9 +151,17 @@ impl Hit {
     pub(crate) fn between(before: View, after: View) -> Self {
         let local = Window::from_u32(before.local).or_else(|| Window::from_u32(after.local));
         let mine = u32::from(local.is_some());
+        let remote = before.open > mine || after.open > mine || before.seq != after.seq;
         Self {
             local,
-            remote: before.open > mine || after.open > mine || before.seq != after.seq,
+            remote,
+            window: local.or_else(|| {
+                if remote {
+                    Window::from_u32(after.last)
+                } else {
+                    None
+                }
+            }),
             inside: local.is_some()
                 || (before.open > 0 && after.open > 0 && before.seq == after.seq),
             seq: after.seq,

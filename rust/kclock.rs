@@ -109,6 +109,7 @@ struct CpuStats {
     wrap_overruns: AtomicU64,
     update_skips: AtomicU64,
     recalibrations: AtomicU64,
+    conversion_switches: AtomicU64,
 }
 
 static STATS: PerCpu<CpuStats> = PerCpu::new();
@@ -160,6 +161,72 @@ fn conversion(khz: u32) -> Option<crate::cyc_ns::MultShift> {
     calc_mult_shift(khz, NSEC_PER_MSEC, CONVERSION_RANGE_MS)
 }
 
+// ---- what readers need to know about the writers ---------------------------
+
+/// Publishes (epoch updates and conversion switches) begun and finished,
+/// on all CPUs: between a read that began when `finished` was F and one
+/// that ended when `started` was S, at most S - F publishes took effect.
+static PUBLISH_STARTED: AtomicU64 = AtomicU64::new(0);
+static PUBLISH_FINISHED: AtomicU64 = AtomicU64::new(0);
+
+/// Publishes begun so far. Any context.
+#[inline]
+pub(crate) fn publishes_started() -> u64 {
+    PUBLISH_STARTED.load(Ordering::Acquire)
+}
+
+/// Publishes finished so far. Any context.
+#[inline]
+pub(crate) fn publishes_finished() -> u64 {
+    PUBLISH_FINISHED.load(Ordering::Acquire)
+}
+
+/// Runs one publish `f`, counted in [`PUBLISH_STARTED`] and
+/// [`PUBLISH_FINISHED`].
+fn counted_publish<R>(f: impl FnOnce() -> R) -> R {
+    PUBLISH_STARTED.fetch_add(1, Ordering::AcqRel);
+    let r = f();
+    PUBLISH_FINISHED.fetch_add(1, Ordering::AcqRel);
+    r
+}
+
+/// The conversions published since [`reset_conversions`], as
+/// `mult << 32 | shift`, 0 for an empty slot.
+static CONVERSIONS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+
+/// Notes a conversion published (if there is a free slot).
+fn note_conversion(mult: u32, shift: u32) {
+    let v = (u64::from(mult) << 32) | u64::from(shift);
+    for slot in &CONVERSIONS {
+        match slot.compare_exchange(0, v, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return,
+            Err(seen) if seen == v => return,
+            Err(_) => {}
+        }
+    }
+}
+
+/// Forgets the conversions noted, but the running clock's (at the start of
+/// a stress run).
+pub(crate) fn reset_conversions() {
+    for slot in &CONVERSIONS {
+        slot.store(0, Ordering::Relaxed);
+    }
+    let (mult, shift) = conversion_in_use();
+    note_conversion(mult, shift);
+}
+
+/// The conversions published since the stress run started. Any context.
+#[inline]
+pub(crate) fn conversions() -> impl Iterator<Item = (u32, u32)> {
+    CONVERSIONS
+        .iter()
+        .filter_map(|slot| match slot.load(Ordering::Acquire) {
+            0 => None,
+            v => Some(((v >> 32) as u32, v as u32)),
+        })
+}
+
 /// Moves the running clock's epoch once, marking the writer's window and
 /// pausing `tear_window_ns` inside it, and counts the outcome on this CPU.
 /// Hard-IRQ context or a kthread bound to its CPU; never NMI (the writer is
@@ -168,17 +235,68 @@ pub(crate) fn update_epoch() {
     let Some(clock) = active() else {
         return;
     };
-    let outcome = clock.update_epoch(&mut Marker::here(settings::get(Key::TearWindowNs)));
+    let pause = settings::get(Key::TearWindowNs);
+    let outcome = counted_publish(|| clock.update_epoch(&mut Marker::here(pause)));
     if let Some(s) = STATS.this_cpu() {
         match outcome {
             EpochUpdate::Updated { overrun } => {
                 inc(&s.epoch_updates, 1);
                 if overrun {
                     inc(&s.wrap_overruns, 1);
+                    OVERRUNS.fetch_add(1, Ordering::AcqRel);
                 }
             }
             EpochUpdate::Busy | EpochUpdate::CounterBehind => inc(&s.update_skips, 1),
         }
+    }
+}
+
+/// Epoch updates that came more than a whole wrap late, on all CPUs: time
+/// lost across them, whatever the protection.
+static OVERRUNS: AtomicU64 = AtomicU64::new(0);
+
+/// [`OVERRUNS`] now. Any context.
+#[inline]
+pub(crate) fn overruns() -> u64 {
+    OVERRUNS.load(Ordering::Acquire)
+}
+
+/// The conversion the running clock was started with, the base of
+/// [`switch_conversion`].
+static BASE_CONVERSION: AtomicU64 = AtomicU64::new(0);
+
+/// The same rate as `(mult, shift)` with another pair: twice the multiplier
+/// and one more shift, or (when that does not fit) half and one less.
+fn alternate(mult: u32, shift: u32) -> (u32, u32) {
+    match (mult.checked_mul(2), shift.checked_add(1)) {
+        (Some(m), Some(s)) if s <= 32 => (m, s),
+        _ => (mult / 2, shift.saturating_sub(1)),
+    }
+}
+
+/// `disturb=conversion`: switches the running clock between its base
+/// conversion and [`alternate`] of it, carrying the epoch across as
+/// `sched_clock_register()` and a TSC recalibration do, marking the window
+/// and pausing `tear_window_ns` inside it. The rate stays the same, so the
+/// clock stays right; a reader that mixes the two pairs' fields reads half
+/// or twice the time since the epoch. Same contexts as [`update_epoch`].
+pub(crate) fn switch_conversion() {
+    let Some(clock) = active() else {
+        return;
+    };
+    let base = BASE_CONVERSION.load(Ordering::Relaxed);
+    let (bm, bs) = ((base >> 32) as u32, base as u32);
+    let d = clock.data();
+    let (mult, shift) = if (d.mult, d.shift) == (bm, bs) {
+        alternate(bm, bs)
+    } else {
+        (bm, bs)
+    };
+    note_conversion(mult, shift);
+    let pause = settings::get(Key::TearWindowNs);
+    let done = counted_publish(|| clock.recalibrate(mult, shift, &mut Marker::here(pause)));
+    if let (true, Some(s)) = (done, STATS.this_cpu()) {
+        inc(&s.conversion_switches, 1);
     }
 }
 
@@ -195,8 +313,13 @@ fn epoch_tick() -> u64 {
     let khz = ffi::time::tsc_khz();
     if khz != TSC_KHZ.load(Ordering::Relaxed) {
         if let Some(ms) = conversion(khz) {
-            if clock.recalibrate(ms.mult, ms.shift, &mut Marker::here(0)) {
+            note_conversion(ms.mult, ms.shift);
+            if counted_publish(|| clock.recalibrate(ms.mult, ms.shift, &mut Marker::here(0))) {
                 TSC_KHZ.store(khz, Ordering::Relaxed);
+                BASE_CONVERSION.store(
+                    (u64::from(ms.mult) << 32) | u64::from(ms.shift),
+                    Ordering::Relaxed,
+                );
                 if let Some(s) = STATS.this_cpu() {
                     inc(&s.recalibrations, 1);
                 }
@@ -249,6 +372,10 @@ fn switch_to_selected(start_ns: u64) -> Result<u64> {
         .clamp(MIN_INTERVAL_NS, MAX_INTERVAL_NS);
     TSC_KHZ.store(khz, Ordering::Relaxed);
     INTERVAL_NS.store(interval, Ordering::Relaxed);
+    BASE_CONVERSION.store(
+        (u64::from(ms.mult) << 32) | u64::from(ms.shift),
+        Ordering::Relaxed,
+    );
     ACTIVE.store(index, Ordering::Release);
     Ok(interval)
 }
@@ -350,6 +477,7 @@ pub(crate) fn reset_stats() {
             &s.epoch_updates,
             &s.wrap_overruns,
             &s.update_skips,
+            &s.conversion_switches,
         ] {
             c.store(0, Ordering::Relaxed);
         }
@@ -430,5 +558,10 @@ pub(crate) fn show_stats(w: &mut impl Write) -> fmt::Result {
     writeln!(w, "wrap_overruns: {}", STATS.sum(|s| &s.wrap_overruns))?;
     writeln!(w, "epoch_update_skips: {}", STATS.sum(|s| &s.update_skips))?;
     writeln!(w, "recalibrations: {}", STATS.sum(|s| &s.recalibrations))?;
+    writeln!(
+        w,
+        "conversion_switches: {}",
+        STATS.sum(|s| &s.conversion_switches)
+    )?;
     writeln!(w, "windows_entered: {}", crate::coverage::windows_entered())
 }

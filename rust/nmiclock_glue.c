@@ -436,11 +436,20 @@ struct nmiclock_ipi *nmiclock_ipi_new(void)
 	return kzalloc(sizeof(struct nmiclock_ipi), GFP_KERNEL);
 }
 
-void nmiclock_ipi_send(struct nmiclock_ipi *ipi, bool self)
+void nmiclock_ipi_clear(struct nmiclock_ipi *ipi)
 {
-	cpumask_copy(&ipi->mask, cpu_online_mask);
-	if (!self)
-		cpumask_clear_cpu(smp_processor_id(), &ipi->mask);
+	cpumask_clear(&ipi->mask);
+}
+
+void nmiclock_ipi_add(struct nmiclock_ipi *ipi, unsigned int cpu)
+{
+	if (cpu < nr_cpu_ids)
+		cpumask_set_cpu(cpu, &ipi->mask);
+}
+
+void nmiclock_ipi_send(struct nmiclock_ipi *ipi)
+{
+	cpumask_and(&ipi->mask, &ipi->mask, cpu_online_mask);
 	if (!cpumask_empty(&ipi->mask))
 		__apic_send_IPI_mask(&ipi->mask, NMI_VECTOR);
 }

@@ -50,7 +50,10 @@ struct task_struct;
 	X(period_us)		\
 	X(update_us)		\
 	X(duration_s)		\
-	X(autostart)
+	X(autostart)		\
+	X(min_window_hits)	\
+	X(until)		\
+	X(disturb)
 
 #define NMICLOCK_PARAM_ONE(name) + 1
 enum nmiclock_params {
@@ -165,8 +168,11 @@ void nmiclock_nmi_unregister(void);
 struct nmiclock_ipi;
 
 struct nmiclock_ipi *nmiclock_ipi_new(void);
-/* Sends an NMI IPI to every online CPU, or every one but this one. */
-void nmiclock_ipi_send(struct nmiclock_ipi *ipi, bool self);
+void nmiclock_ipi_clear(struct nmiclock_ipi *ipi);
+/* Adds @cpu to the mask (ids past nr_cpu_ids are ignored). */
+void nmiclock_ipi_add(struct nmiclock_ipi *ipi, unsigned int cpu);
+/* Sends an NMI IPI to the CPUs of the mask that are online. */
+void nmiclock_ipi_send(struct nmiclock_ipi *ipi);
 void nmiclock_ipi_free(struct nmiclock_ipi *ipi);
 
 /* ---- CPUs and CPU hotplug ----------------------------------------------------------- */

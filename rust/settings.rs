@@ -116,6 +116,15 @@ settings! {
     /// Start a stress run at load.
     Autostart "autostart": Kind::Number { min: 0, max: 1 }, default "0", false,
         "start a stress run at load";
+    /// Window hits below which a run without anomaly is inconclusive.
+    MinWindowHits "min_window_hits": Kind::Number { min: 0, max: 1_000_000_000 }, default "0",
+        false, "window hits a run without anomaly needs to end SUCCESS, not INCONCLUSIVE (0: 100 per second of duration_s)";
+    /// When the stress run ends.
+    Until "until": Kind::Names(&crate::torture::UNTIL), default "duration", false,
+        "end the stress run after duration_s, or at its verdict (first anomaly, or min_window_hits reached) with duration_s the cap";
+    /// What the stress run's writers do besides moving the epoch.
+    Disturb "disturb": Kind::Names(&crate::torture::DISTURB), default "none", false,
+        "stress run disturbance: conversion switches between two mult/shift pairs, stutter pauses the writers";
 }
 
 /// The glue declares exactly one module parameter per setting.

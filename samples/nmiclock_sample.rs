@@ -4,8 +4,11 @@
 //!
 //! On load it reads `nmiclock_sched_clock()` a few times from its own
 //! (module init, task) context, prints each value with the step from the
-//! previous one, and refuses to load (`EINVAL`) if time went backwards.
-//! Load nmiclock.ko first; this module depends on it.
+//! previous one, and refuses to load (`EINVAL`) unless time moved forward
+//! at every step: a clock that went backwards, stood still (a frozen
+//! clock) or reads 0 (no clock running) is refused. Printing a line takes
+//! microseconds, so every step is that long at least. Load nmiclock.ko
+//! first; this module depends on it.
 
 use kernel::prelude::*;
 
@@ -39,9 +42,13 @@ impl kernel::Module for NmiclockSample {
         let first = now();
         let mut prev = first;
         pr_info!("read 0: {} ns\n", first);
+        if first == 0 {
+            pr_err!("read 0: 0 ns: is nmiclock's clock running?\n");
+            return Err(EINVAL);
+        }
         for i in 1..READS {
             let t = now();
-            if t < prev {
+            if t <= prev {
                 pr_err!(
                     "read {}: {} ns, {} ns before the previous read\n",
                     i,
@@ -53,7 +60,11 @@ impl kernel::Module for NmiclockSample {
             pr_info!("read {}: {} ns (+{} ns)\n", i, t, t - prev);
             prev = t;
         }
-        pr_info!("{} reads, monotonic, {} ns in all\n", READS, prev - first);
+        pr_info!(
+            "{} reads, strictly increasing, {} ns in all\n",
+            READS,
+            prev - first
+        );
         Ok(NmiclockSample)
     }
 }

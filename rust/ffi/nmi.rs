@@ -164,12 +164,24 @@ impl NmiIpi {
         NonNull::new(ptr).map(|ptr| Self { ptr }).ok_or(ENOMEM)
     }
 
-    /// Sends an NMI IPI to every online CPU (`self_too`) or every other
-    /// one. Hard-IRQ or task context with preemption off.
-    pub(crate) fn send(&mut self, self_too: bool) {
+    /// Empties the mask.
+    pub(crate) fn clear(&mut self) {
         // SAFETY: Live (type invariant), and `&mut self` makes this its
         // only user.
-        unsafe { bindings::nmiclock_ipi_send(self.ptr.as_ptr(), self_too) };
+        unsafe { bindings::nmiclock_ipi_clear(self.ptr.as_ptr()) };
+    }
+
+    /// Adds CPU `cpu` to the mask.
+    pub(crate) fn add(&mut self, cpu: u32) {
+        // SAFETY: As in `clear()`; the glue ignores ids out of range.
+        unsafe { bindings::nmiclock_ipi_add(self.ptr.as_ptr(), cpu) };
+    }
+
+    /// Sends an NMI IPI to the CPUs of the mask that are online. Hard-IRQ
+    /// or task context.
+    pub(crate) fn send(&mut self) {
+        // SAFETY: As in `clear()`.
+        unsafe { bindings::nmiclock_ipi_send(self.ptr.as_ptr()) };
     }
 }
 

@@ -45,6 +45,14 @@ pub(crate) fn mono_fast_ns() -> u64 {
     unsafe { bindings::nmiclock_mono_fast_ns() }
 }
 
+/// The kernel's NMI-safe `ktime_get_raw_fast_ns()`: `CLOCK_MONOTONIC_RAW`,
+/// which NTP does not slew.
+#[inline]
+pub(crate) fn raw_fast_ns() -> u64 {
+    // SAFETY: No preconditions; callable from any context, NMI included.
+    unsafe { bindings::nmiclock_raw_fast_ns() }
+}
+
 /// The kernel's NMI-safe `ktime_get_real_fast_ns()` (what refscale's
 /// `scale_type=clock` reads).
 #[inline]

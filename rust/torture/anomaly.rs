@@ -20,7 +20,7 @@ pub(crate) const SLOTS: usize = 32;
 #[derive(Clone, Copy)]
 #[repr(u32)]
 pub(crate) enum Kind {
-    /// The clock's elapsed time disagreed with the reference.
+    /// The clock's elapsed time disagreed with the counter's.
     Torn = 0,
     /// The clock stepped back on one CPU.
     Backwards,
@@ -32,16 +32,19 @@ pub(crate) enum Kind {
     AcctBadDelta,
     /// An acct update moved `acct_timexpd` back.
     AcctBackwards,
+    /// The clock's elapsed time disagreed with the reference clock's.
+    Reference,
 }
 
 impl Kind {
-    const NAMES: [&'static str; 6] = [
+    const NAMES: [&'static str; 7] = [
         "torn_read",
         "backwards",
         "cross_cpu_backwards",
         "clock_stall",
         "acct_bad_delta",
         "acct_timexpd_backwards",
+        "reference_mismatch",
     ];
 
     fn name_of(v: u32) -> &'static str {
@@ -60,6 +63,8 @@ struct Slot {
     seq: AtomicU32,
     copy: AtomicU32,
     epoch_ns: AtomicU64,
+    mult: AtomicU32,
+    shift: AtomicU32,
     at_ns: AtomicU64,
 }
 
@@ -75,6 +80,8 @@ impl Slot {
             seq: AtomicU32::new(0),
             copy: AtomicU32::new(0),
             epoch_ns: AtomicU64::new(0),
+            mult: AtomicU32::new(0),
+            shift: AtomicU32::new(0),
             at_ns: AtomicU64::new(0),
         }
     }
@@ -100,6 +107,8 @@ pub(crate) fn record(kind: Kind, ctx: Context, value: u64, against: u64, r: &Rea
     a.seq.store(r.seq, Ordering::Relaxed);
     a.copy.store(r.copy, Ordering::Relaxed);
     a.epoch_ns.store(r.epoch_ns, Ordering::Relaxed);
+    a.mult.store(r.mult, Ordering::Relaxed);
+    a.shift.store(r.shift, Ordering::Relaxed);
     a.at_ns.store(at_ns, Ordering::Relaxed);
     a.ready.store(true, Ordering::Release);
 }
@@ -133,7 +142,7 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
         }
         writeln!(
             w,
-            "{i}: kind={} cpu={} ctx={} value_ns={} against_ns={} seq={} copy={} epoch_ns={} at_us={}",
+            "{i}: kind={} cpu={} ctx={} value_ns={} against_ns={} seq={} copy={} epoch_ns={} mult={} shift={} at_us={}",
             Kind::name_of(a.kind.load(Ordering::Relaxed)),
             a.cpu.load(Ordering::Relaxed),
             Context::from_u32(a.ctx.load(Ordering::Relaxed)).name(),
@@ -142,6 +151,8 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
             a.seq.load(Ordering::Relaxed),
             a.copy.load(Ordering::Relaxed),
             a.epoch_ns.load(Ordering::Relaxed),
+            a.mult.load(Ordering::Relaxed),
+            a.shift.load(Ordering::Relaxed),
             a.at_ns.load(Ordering::Relaxed) / 1_000
         )?;
     }

@@ -2,56 +2,107 @@
 
 //! The per-sample checks of the stress run. Each sample ([`sample`]), from
 //! a perf overflow (IRQ or NMI) or an NMI IPI, reads nmiclock and checks
-//! it:
+//! the read:
 //!
-//! - against the previous sample on its CPU (backwards);
-//! - against the highest time any CPU has seen, published with release and
-//!   read with acquire before the clock is read (cross-CPU backwards);
-//! - against the elapsed time of the kernel's NMI-safe
-//!   `ktime_get_mono_fast_ns()` since the previous sample, read on both
-//!   sides of the clock (a disagreement beyond [`TORN_TOLERANCE_NS`]
-//!   outside that window is a torn read);
+//! - **exactly**, against the counter: between two samples on one CPU the
+//!   clock must advance by the conversion of the counter cycles between
+//!   their reads, within the rounding the epoch updates in between can
+//!   introduce ([`expected`] derives the bound); a read outside it is torn.
+//!   Consecutive torn reads each count (the base stays at the last good
+//!   one), and every check's error goes into a signed histogram;
+//! - against an independent reference, the unslewed NMI-safe
+//!   `ktime_get_raw_fast_ns()`, read on both sides of the clock, with a
+//!   tolerance that grows with the gap ([`REF_TOLERANCE_NS`] plus
+//!   [`REF_TOLERANCE_PPM`]);
+//! - against the previous sample on its CPU (backwards), and against the
+//!   highest time any CPU has seen, published with release and read with
+//!   acquire before the clock is read (cross-CPU backwards);
 //!
-//! it times the read into a log2 histogram, records the first anomalies
-//! with their context, and runs one acct update for its CPU's record.
-//! NMI-safe throughout: no locks, no allocation, no printk, nothing that
-//! panics, no call through a pointer.
+//! and notes whether the read met a writer's window ([`crate::coverage`]):
+//! the run's coverage. It times the read into a log2 histogram, records
+//! the first anomalies with their context and when the first came, and runs
+//! one acct update for its CPU's record. NMI-safe throughout: no locks, no
+//! allocation, no printk, nothing that panics, no call through a pointer.
 
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use super::anomaly::{self, Kind};
 use crate::acct::Outcome;
 use crate::bench::LatHist;
-use crate::clock::Reading;
+use crate::clock::{Reading, Window};
 use crate::counter::{Counter, TscOrdered};
-use crate::cyc_ns::cyc_to_ns;
+use crate::coverage::{Hit, View};
+use crate::cyc_ns::{cyc_to_ns, mul_u64_u32_shr};
 use crate::ffi;
 use crate::ffi::cpu::Context;
 use crate::kacct;
 use crate::kclock;
 
-/// Disagreement with `ktime_get_mono_fast_ns()` over one sample interval
-/// beyond which a read counts as torn.
-pub(crate) const TORN_TOLERANCE_NS: u64 = 100_000;
+/// Fixed part of the tolerance of the reference check, ns.
+pub(crate) const REF_TOLERANCE_NS: u64 = 20_000;
+/// Part of the tolerance of the reference check that grows with the gap
+/// between two samples, in parts per million of it.
+pub(crate) const REF_TOLERANCE_PPM: u64 = 1_000;
 
 /// log2 buckets of the read-cost histogram (ns).
 pub(crate) const HIST_BUCKETS: usize = 32;
 
+/// Buckets on each side of the zero bucket of the tear-error histogram.
+pub(crate) const ERR_SIDE: usize = 40;
+/// Buckets of the tear-error histogram: negative, zero, positive.
+pub(crate) const ERR_BUCKETS: usize = 2 * ERR_SIDE + 1;
+
 /// One CPU's counters and previous sample.
-#[derive(Default)]
 pub(crate) struct Cpu {
     pub(crate) samples: AtomicU64,
     pub(crate) nmi_samples: AtomicU64,
     pub(crate) torn: AtomicU64,
+    pub(crate) ref_mismatches: AtomicU64,
     pub(crate) backwards: AtomicU64,
     pub(crate) cross: AtomicU64,
     pub(crate) max_backstep: AtomicU64,
+    pub(crate) hits_local: AtomicU64,
+    pub(crate) hits_remote: AtomicU64,
+    pub(crate) stable_copy: AtomicU64,
+    /// The last good sample: the base of the next checks.
+    base_ns: AtomicU64,
+    base_cyc: AtomicU64,
+    base_finished: AtomicU64,
+    base_overruns: AtomicU64,
+    base_ref_lo: AtomicU64,
+    base_ref_hi: AtomicU64,
+    has_base: AtomicBool,
+    /// The previous sample's value, for the backwards check.
     prev_ns: AtomicU64,
-    prev_ref_lo: AtomicU64,
-    prev_ref_hi: AtomicU64,
-    has_prev: AtomicBool,
-    prev_torn: AtomicBool,
     pub(crate) hist: [AtomicU64; HIST_BUCKETS],
+    pub(crate) err_hist: [AtomicU64; ERR_BUCKETS],
+}
+
+impl Default for Cpu {
+    fn default() -> Self {
+        Self {
+            samples: AtomicU64::new(0),
+            nmi_samples: AtomicU64::new(0),
+            torn: AtomicU64::new(0),
+            ref_mismatches: AtomicU64::new(0),
+            backwards: AtomicU64::new(0),
+            cross: AtomicU64::new(0),
+            max_backstep: AtomicU64::new(0),
+            hits_local: AtomicU64::new(0),
+            hits_remote: AtomicU64::new(0),
+            stable_copy: AtomicU64::new(0),
+            base_ns: AtomicU64::new(0),
+            base_cyc: AtomicU64::new(0),
+            base_finished: AtomicU64::new(0),
+            base_overruns: AtomicU64::new(0),
+            base_ref_lo: AtomicU64::new(0),
+            base_ref_hi: AtomicU64::new(0),
+            has_base: AtomicBool::new(false),
+            prev_ns: AtomicU64::new(0),
+            hist: [const { AtomicU64::new(0) }; HIST_BUCKETS],
+            err_hist: [const { AtomicU64::new(0) }; ERR_BUCKETS],
+        }
+    }
 }
 
 impl Cpu {
@@ -61,16 +112,17 @@ impl Cpu {
             &self.samples,
             &self.nmi_samples,
             &self.torn,
+            &self.ref_mismatches,
             &self.backwards,
             &self.cross,
             &self.max_backstep,
-            &self.prev_ns,
-            &self.prev_ref_lo,
-            &self.prev_ref_hi,
+            &self.hits_local,
+            &self.hits_remote,
+            &self.stable_copy,
         ] {
             a.store(0, Ordering::Relaxed);
         }
-        for h in &self.hist {
+        for h in self.hist.iter().chain(self.err_hist.iter()) {
             h.store(0, Ordering::Relaxed);
         }
         self.forget();
@@ -79,18 +131,29 @@ impl Cpu {
     /// Makes the next sample a new base: nothing from before compares with
     /// it (a CPU that went offline, or a new run).
     pub(crate) fn forget(&self) {
-        self.has_prev.store(false, Ordering::Relaxed);
-        self.prev_torn.store(false, Ordering::Relaxed);
+        self.has_base.store(false, Ordering::Relaxed);
     }
 }
 
 /// The highest time any CPU's sample has read.
 static HIGH_WATER: AtomicU64 = AtomicU64::new(0);
-/// `ktime_get_mono_fast_ns()` when the run started.
+/// `ktime_get_raw_fast_ns()` when the run started.
 static START_REF: AtomicU64 = AtomicU64::new(0);
 /// The clock's conversion when the run started, to time reads.
 static MULT: AtomicU32 = AtomicU32::new(0);
 static SHIFT: AtomicU32 = AtomicU32::new(0);
+/// Samples and window hits so far, on all CPUs.
+static SAMPLES: AtomicU64 = AtomicU64::new(0);
+static HITS: AtomicU64 = AtomicU64::new(0);
+/// When the first anomaly came: [`SAMPLES`], [`HITS`] and the time since
+/// the start (ns), each plus one (0: none yet).
+static FIRST_SAMPLES: AtomicU64 = AtomicU64::new(0);
+static FIRST_HITS: AtomicU64 = AtomicU64::new(0);
+static FIRST_NS: AtomicU64 = AtomicU64::new(0);
+/// A clock read and its counter value at the start of the run, for the
+/// rate check.
+static START_NS: AtomicU64 = AtomicU64::new(0);
+static START_CYC: AtomicU64 = AtomicU64::new(0);
 
 /// The cost of each NMI-context sample (the work of the NMI handler), in
 /// ns: what `bench` reports as the NMI handler's cost.
@@ -100,10 +163,52 @@ pub(crate) static NMI_HANDLER_NS: LatHist = LatHist::new();
 pub(crate) fn start_run() {
     HIGH_WATER.store(0, Ordering::Relaxed);
     NMI_HANDLER_NS.clear();
+    kclock::reset_conversions();
     let (mult, shift) = kclock::conversion_in_use();
     MULT.store(mult, Ordering::Relaxed);
     SHIFT.store(shift, Ordering::Relaxed);
-    START_REF.store(ffi::time::mono_fast_ns(), Ordering::Relaxed);
+    START_REF.store(ffi::time::raw_fast_ns(), Ordering::Relaxed);
+    for a in [&SAMPLES, &HITS, &FIRST_SAMPLES, &FIRST_HITS, &FIRST_NS] {
+        a.store(0, Ordering::Relaxed);
+    }
+    let r = kclock::read();
+    START_NS.store(r.ns, Ordering::Relaxed);
+    START_CYC.store(r.now_cyc, Ordering::Relaxed);
+}
+
+/// When the first anomaly came: samples and window hits before it, and ns
+/// since the start; `None` if none came.
+pub(crate) fn first_anomaly() -> Option<(u64, u64, u64)> {
+    let s = FIRST_SAMPLES.load(Ordering::Relaxed);
+    (s != 0).then(|| {
+        (
+            s - 1,
+            FIRST_HITS.load(Ordering::Relaxed).saturating_sub(1),
+            FIRST_NS.load(Ordering::Relaxed).saturating_sub(1),
+        )
+    })
+}
+
+/// How far the clock's rate over the run so far is from the counter's by
+/// the run's starting conversion, in parts per billion (negative: slow),
+/// with the elapsed ns it was measured over. Task context.
+pub(crate) fn rate_error_ppb() -> (i64, u64) {
+    let r = kclock::read();
+    let elapsed = r.ns.wrapping_sub(START_NS.load(Ordering::Relaxed));
+    let cycles = r.now_cyc.wrapping_sub(START_CYC.load(Ordering::Relaxed));
+    let by_counter = mul_u64_u32_shr(
+        cycles,
+        MULT.load(Ordering::Relaxed),
+        SHIFT.load(Ordering::Relaxed),
+    );
+    if by_counter == 0 {
+        return (0, 0);
+    }
+    let off = elapsed.wrapping_sub(by_counter) as i64;
+    let ppb = off
+        .checked_mul(1_000_000_000)
+        .map_or(i64::MAX, |v| v / (by_counter as i64).max(1));
+    (ppb, elapsed)
 }
 
 fn inc(c: &AtomicU64) {
@@ -126,6 +231,18 @@ fn bucket(ns: u64) -> usize {
     }
 }
 
+/// Bucket of the tear-error histogram for `err`: [`ERR_SIDE`] for 0, above
+/// it `floor(log2(err)) + 1` for a positive error, below it the same for a
+/// negative one, capped.
+pub(crate) fn err_bucket(err: i64) -> usize {
+    let side = ((64 - err.unsigned_abs().leading_zeros()) as usize).min(ERR_SIDE);
+    if err < 0 {
+        ERR_SIDE - side
+    } else {
+        ERR_SIDE + side
+    }
+}
+
 /// TSC cycles to ns with the run's conversion.
 fn cycles_ns(cyc: u64) -> u64 {
     cyc_to_ns(
@@ -133,6 +250,58 @@ fn cycles_ns(cyc: u64) -> u64 {
         MULT.load(Ordering::Relaxed),
         SHIFT.load(Ordering::Relaxed),
     )
+}
+
+/// The interval the clock's elapsed time must fall in between two reads
+/// `cycles` counter cycles apart with at most `publishes` epoch updates
+/// (or conversion switches) taking effect between them.
+///
+/// A read is `E + floor((c - e) * x)` with `x = mult / 2^shift`, and each
+/// update makes the next epoch `E' = E + floor((e' - e) * x)`. Over `k`
+/// updates the elapsed time is a sum of `k + 1` floors minus one, of
+/// quantities whose sum is the exact `cycles * x`: each floor loses less
+/// than 1 ns and the one subtracted less than 1 ns too, so the elapsed
+/// time lies strictly between `cycles * x - k - 1` and `cycles * x + 1`.
+/// With `conv = floor(cycles * x)`, the integer interval is
+/// `[conv - k, conv + 1]`. When the conversion changed in between (a
+/// recalibration, `disturb=conversion`), the part before the change goes
+/// at one rate and the rest at the other: the bounds are taken over every
+/// conversion of the run.
+pub(crate) fn expected(cycles: u64, publishes: u64) -> (i64, i64) {
+    let (mut lo, mut hi) = (u64::MAX, 0u64);
+    for (mult, shift) in kclock::conversions() {
+        let conv = mul_u64_u32_shr(cycles, mult, shift);
+        lo = lo.min(conv);
+        hi = hi.max(conv);
+    }
+    if lo > hi {
+        lo = hi;
+    }
+    (
+        (lo as i64).wrapping_sub(publishes as i64),
+        (hi as i64).wrapping_add(1),
+    )
+}
+
+/// Counts the first anomaly of the run's, if it is.
+fn first(at_ns: u64) {
+    let samples = SAMPLES.load(Ordering::Relaxed).wrapping_add(1);
+    if FIRST_SAMPLES
+        .compare_exchange(0, samples, Ordering::AcqRel, Ordering::Relaxed)
+        .is_ok()
+    {
+        FIRST_HITS.store(
+            HITS.load(Ordering::Relaxed).wrapping_add(1),
+            Ordering::Relaxed,
+        );
+        FIRST_NS.store(at_ns.wrapping_add(1), Ordering::Relaxed);
+    }
+}
+
+/// Records an anomaly, noting it if it is the first.
+fn anomaly(kind: Kind, ctx: Context, value: u64, against: u64, r: &Reading, at_ns: u64) {
+    first(at_ns);
+    anomaly::record(kind, ctx, value, against, r, at_ns);
 }
 
 /// One acct update from `ctx`, with its anomalies recorded.
@@ -148,12 +317,31 @@ pub(crate) fn acct_update(ctx: Context, pause_ns: u32) {
         _ => (0, 0),
     };
     let r = Reading::default();
-    let at = since_start(ffi::time::mono_fast_ns());
+    let at = since_start(ffi::time::raw_fast_ns());
     if v.bad_delta {
-        anomaly::record(Kind::AcctBadDelta, ctx, time, prev, &r, at);
+        anomaly(Kind::AcctBadDelta, ctx, time, prev, &r, at);
     }
     if v.backwards {
-        anomaly::record(Kind::AcctBackwards, ctx, time, prev, &r, at);
+        anomaly(Kind::AcctBackwards, ctx, time, prev, &r, at);
+    }
+}
+
+/// Notes what window the read met, if any.
+fn cover(c: &Cpu, hit: &Hit, r: &Reading) {
+    if !hit.any() {
+        return;
+    }
+    HITS.fetch_add(1, Ordering::Relaxed);
+    if hit.local.is_some() {
+        inc(&c.hits_local);
+    } else {
+        inc(&c.hits_remote);
+    }
+    // A latch read that met a copy being written, and read the other.
+    if let Some(w @ (Window::FirstCopy | Window::SecondCopy)) = hit.window {
+        if r.copy != w.copy_written() {
+            inc(&c.stable_copy);
+        }
     }
 }
 
@@ -169,53 +357,101 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
     // The reference is read on both sides of the clock, so that whatever
     // comes between (in a VM: the host descheduling the vCPU) widens the
     // window instead of looking like a torn read.
-    let ref_lo = ffi::time::mono_fast_ns();
+    let v0 = View::now();
+    let finished = kclock::publishes_finished();
+    let overruns = kclock::overruns();
+    let ref_lo = ffi::time::raw_fast_ns();
     let t0 = TscOrdered.read();
     let r = kclock::read();
     let t1 = TscOrdered.read();
-    let ref_hi = ffi::time::mono_fast_ns();
+    let ref_hi = ffi::time::raw_fast_ns();
+    let started = kclock::publishes_started();
+    let v1 = View::now();
+    cover(c, &Hit::between(v0, v1), &r);
+    SAMPLES.fetch_add(1, Ordering::Relaxed);
     if let Some(h) = c.hist.get(bucket(cycles_ns(t1.wrapping_sub(t0)))) {
         inc(h);
     }
     let ns = r.ns;
     let at = since_start(ref_hi);
-    if c.has_prev.load(Ordering::Relaxed) {
+    let mut good = true;
+    if c.has_base.load(Ordering::Relaxed) {
         let prev = c.prev_ns.load(Ordering::Relaxed);
         if ns < prev {
             inc(&c.backwards);
             c.max_backstep.fetch_max(prev - ns, Ordering::Relaxed);
-            anomaly::record(Kind::Backwards, ctx, ns, prev, &r, at);
+            anomaly(Kind::Backwards, ctx, ns, prev, &r, at);
         }
-        if c.prev_torn.load(Ordering::Relaxed) {
-            // The previous sample was off: take this one as the new base.
-            c.prev_torn.store(false, Ordering::Relaxed);
+    }
+    // A wrap lost since the base (an epoch update more than a wrap late)
+    // moves time back a wrap whatever the protection: no check spans it.
+    if c.has_base.load(Ordering::Relaxed)
+        && c.base_overruns.load(Ordering::Relaxed) == overruns
+        && kclock::overruns() == overruns
+    {
+        let base = c.base_ns.load(Ordering::Relaxed);
+        let d = ns.wrapping_sub(base) as i64;
+        // Exactly, against the counter.
+        let cycles = r.now_cyc.wrapping_sub(c.base_cyc.load(Ordering::Relaxed));
+        let k = started.wrapping_sub(c.base_finished.load(Ordering::Relaxed));
+        let (lo, hi) = expected(cycles, k);
+        let err = if d < lo {
+            d.wrapping_sub(lo)
+        } else if d > hi {
+            d.wrapping_sub(hi)
         } else {
-            // Elapsed reference time lies in [lo, hi]; the clock's must
-            // too, give or take the tolerance.
-            let lo = ref_lo.wrapping_sub(c.prev_ref_hi.load(Ordering::Relaxed)) as i64;
-            let hi = ref_hi.wrapping_sub(c.prev_ref_lo.load(Ordering::Relaxed)) as i64;
-            let d = ns.wrapping_sub(prev) as i64;
-            let tol = TORN_TOLERANCE_NS as i64;
-            if d < lo.saturating_sub(tol) || d > hi.saturating_add(tol) {
-                inc(&c.torn);
-                c.prev_torn.store(true, Ordering::Relaxed);
-                let expected = prev.wrapping_add((lo / 2).wrapping_add(hi / 2) as u64);
-                anomaly::record(Kind::Torn, ctx, ns, expected, &r, at);
-            }
+            0
+        };
+        if let Some(h) = c.err_hist.get(err_bucket(err)) {
+            inc(h);
+        }
+        if err != 0 {
+            good = false;
+            inc(&c.torn);
+            let bound = if err < 0 { lo } else { hi };
+            anomaly(Kind::Torn, ctx, ns, base.wrapping_add(bound as u64), &r, at);
+        }
+        // Against the reference: the elapsed reference time lies in
+        // [lo, hi]; the clock's must too, give or take the tolerance.
+        let lo = ref_lo.wrapping_sub(c.base_ref_hi.load(Ordering::Relaxed)) as i64;
+        let hi = ref_hi.wrapping_sub(c.base_ref_lo.load(Ordering::Relaxed)) as i64;
+        let growth = (hi.max(0) as u64 / 1_000_000).saturating_mul(REF_TOLERANCE_PPM);
+        let tol = REF_TOLERANCE_NS.saturating_add(growth) as i64;
+        if d < lo.saturating_sub(tol) || d > hi.saturating_add(tol) {
+            good = false;
+            inc(&c.ref_mismatches);
+            let mid = (lo / 2).wrapping_add(hi / 2);
+            anomaly(
+                Kind::Reference,
+                ctx,
+                ns,
+                base.wrapping_add(mid as u64),
+                &r,
+                at,
+            );
         }
     }
     if ns < high {
         inc(&c.cross);
-        anomaly::record(Kind::CrossCpu, ctx, ns, high, &r, at);
+        anomaly(Kind::CrossCpu, ctx, ns, high, &r, at);
     }
     HIGH_WATER.fetch_max(ns, Ordering::Release);
     if r.stalled {
+        first(at);
         anomaly::record(Kind::Stall, ctx, ns, 0, &r, at);
     }
     c.prev_ns.store(ns, Ordering::Relaxed);
-    c.prev_ref_lo.store(ref_lo, Ordering::Relaxed);
-    c.prev_ref_hi.store(ref_hi, Ordering::Relaxed);
-    c.has_prev.store(true, Ordering::Relaxed);
+    if good || !c.has_base.load(Ordering::Relaxed) {
+        // A torn read is no base: the next read is checked against the
+        // last good one, so consecutive torn reads each count.
+        c.base_ns.store(ns, Ordering::Relaxed);
+        c.base_cyc.store(r.now_cyc, Ordering::Relaxed);
+        c.base_finished.store(finished, Ordering::Relaxed);
+        c.base_overruns.store(overruns, Ordering::Relaxed);
+        c.base_ref_lo.store(ref_lo, Ordering::Relaxed);
+        c.base_ref_hi.store(ref_hi, Ordering::Relaxed);
+        c.has_base.store(true, Ordering::Relaxed);
+    }
     acct_update(ctx, 0);
 }
 

@@ -12,9 +12,11 @@
 //! - here: the run itself. Writers (a kthread per CPU) move the clock's
 //!   epoch as often as `update_us` allows (0: back to back) and run
 //!   task-context acct updates, both pausing `tear_window_ns` inside their
-//!   windows. The run stops by itself after `duration_s` (an hrtimer queues
-//!   the stop on a workqueue), on `stop`, or at unload, and logs one
-//!   `End of test: SUCCESS` or `FAILURE` line with every setting and count.
+//!   windows; `disturb` adds conversion switches or stutter. The run stops
+//!   by itself after `duration_s` (a monitor hrtimer queues the stop on a
+//!   workqueue) or, with `until=verdict`, as soon as its verdict is certain,
+//!   on `stop`, or at unload, and logs one `End of test: SUCCESS`,
+//!   `FAILURE` or `INCONCLUSIVE` line with every setting and count.
 //!   CPU hotplug: a CPU going offline during a run takes its perf counter,
 //!   writer and sleeper down with it; one coming online gets them. Start and
 //!   stop hold hotplug off while they set up or tear down every CPU's part.
@@ -49,6 +51,46 @@ use crate::settings::{self, Key};
 
 pub(crate) use checks::NMI_HANDLER_NS;
 
+/// The values of the setting `until`: when a run ends.
+pub(crate) const UNTIL: [&str; 2] = ["duration", "verdict"];
+const UNTIL_VERDICT: u32 = 1;
+
+/// The values of the setting `disturb`: what the writers do besides moving
+/// the epoch.
+pub(crate) const DISTURB: [&str; 3] = ["none", "conversion", "stutter"];
+const DISTURB_CONVERSION: u32 = 1;
+const DISTURB_STUTTER: u32 = 2;
+
+/// `disturb=conversion`: one writer step in this many switches the
+/// conversion instead of moving the epoch.
+const CONVERSION_EVERY: u64 = 16;
+/// `disturb=stutter`: the writers run this long, then pause this long.
+const STUTTER_NS: u64 = 500_000_000;
+
+/// How often the run's monitor looks at the clock and the counts.
+const MONITOR_NS: u64 = 10_000_000;
+
+/// Why a run stopped, for its End of test line.
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+enum Reason {
+    Duration = 0,
+    Anomaly,
+    Coverage,
+}
+
+impl Reason {
+    fn text(self) -> &'static str {
+        match self {
+            Self::Duration => "duration_s elapsed",
+            Self::Anomaly => "until=verdict: an anomaly",
+            Self::Coverage => "until=verdict: min_window_hits reached",
+        }
+    }
+}
+
+/// Why the monitor queued the stop.
+static REASON: AtomicU32 = AtomicU32::new(Reason::Duration as u32);
 /// Run states, in [`STATE`].
 #[derive(Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
@@ -152,13 +194,28 @@ fn on_sample(ctx: Context) {
     checks::sample_timed(&c.checks, ctx);
 }
 
-/// A writer on one CPU, until the run stops.
+/// A writer on one CPU, until the run stops: moves the epoch (or, with
+/// `disturb=conversion`, now and then switches the conversion) and runs a
+/// task-context acct update, as often as `update_us` allows; with
+/// `disturb=stutter` it pauses every other [`STUTTER_NS`].
 fn writer(k: &Kthread) {
     let update_us = settings::get(Key::UpdateUs);
     let window = settings::get(Key::TearWindowNs);
+    let disturb = settings::get(Key::Disturb);
+    let start = START_NS.load(Ordering::Relaxed);
     let mut n: u64 = 0;
     while !k.should_stop() {
-        kclock::update_epoch();
+        if disturb == DISTURB_STUTTER
+            && (ffi::time::local_clock().wrapping_sub(start) / STUTTER_NS) % 2 == 1
+        {
+            ffi::cpu::sleep_us(10_000);
+            continue;
+        }
+        if disturb == DISTURB_CONVERSION && n % CONVERSION_EVERY == 0 {
+            kclock::switch_conversion();
+        } else {
+            kclock::update_epoch();
+        }
         checks::acct_update(Context::Task, window);
         n = n.wrapping_add(1);
         if update_us != 0 {
@@ -251,15 +308,41 @@ impl Drop for Run {
 /// The run in progress (a `KBox<Run>` turned raw), or null.
 static RUN: AtomicPtr<Run> = AtomicPtr::new(ptr::null_mut());
 
+/// The run's monitor (hard-IRQ, every [`MONITOR_NS`]): queues the stop
+/// once `duration_s` has passed or, with `until=verdict`, once the verdict
+/// is certain.
+fn monitor(stopper: &Work) -> u64 {
+    if !live() {
+        return 0;
+    }
+    let elapsed = ffi::time::local_clock().saturating_sub(START_NS.load(Ordering::Relaxed));
+    let reason = if elapsed >= u64::from(settings::get(Key::DurationS)) * 1_000_000_000 {
+        Some(Reason::Duration)
+    } else if settings::get(Key::Until) != UNTIL_VERDICT {
+        None
+    } else {
+        match show::verdict_so_far() {
+            show::Verdict::Failure => Some(Reason::Anomaly),
+            show::Verdict::Success => Some(Reason::Coverage),
+            show::Verdict::Inconclusive => None,
+        }
+    };
+    match reason {
+        Some(r) => {
+            REASON.store(r as u32, Ordering::Relaxed);
+            stopper.queue();
+            0
+        }
+        None => MONITOR_NS,
+    }
+}
+
 /// Sets up the sources, writers and timers of a run.
 fn build(guard: Guard, stopper: &Arc<Work>) -> Result<KBox<Run>> {
     let period_ns = u64::from(settings::get(Key::PeriodUs)) * 1_000;
     PERIOD_NS.store(period_ns, Ordering::Relaxed);
     let stopper = stopper.clone();
-    let deadline = HrTimer::new(move || {
-        stopper.queue();
-        0
-    })?;
+    let deadline = HrTimer::new(move || monitor(&stopper))?;
     let (source, part) = source::choose_and_start(period_ns)?;
     SOURCE.store(source as u32, Ordering::Relaxed);
     let mut run = KBox::new(
@@ -287,8 +370,7 @@ fn build(guard: Guard, stopper: &Arc<Work>) -> Result<KBox<Run>> {
         Ok(())
     })?;
     run.waker = Some(wake::start_controller()?);
-    run.deadline
-        .start(u64::from(settings::get(Key::DurationS)) * 1_000_000_000);
+    run.deadline.start(MONITOR_NS);
     Ok(run)
 }
 
@@ -297,7 +379,6 @@ fn build(guard: Guard, stopper: &Arc<Work>) -> Result<KBox<Run>> {
 fn reset_counters() {
     for (_, c) in CPUS.iter() {
         c.checks.reset();
-        c.nmi.leftovers.store(0, Ordering::Relaxed);
         c.wake.reset();
     }
     anomaly::clear();
@@ -318,7 +399,12 @@ impl Installed {
     pub(crate) fn new() -> Result<Self> {
         let stopper = Arc::new(
             Work::new(|| {
-                let _ = stop("duration_s elapsed");
+                let reason = match REASON.load(Ordering::Relaxed) {
+                    1 => Reason::Anomaly,
+                    2 => Reason::Coverage,
+                    _ => Reason::Duration,
+                };
+                let _ = stop(reason.text());
             })?,
             GFP_KERNEL,
         )?;
@@ -367,6 +453,7 @@ impl Installed {
         }
         reset_counters();
         checks::start_run();
+        REASON.store(Reason::Duration as u32, Ordering::Relaxed);
         START_NS.store(ffi::time::local_clock(), Ordering::Relaxed);
         END_NS.store(0, Ordering::Relaxed);
         match build(guard, &self.stopper) {
@@ -428,6 +515,7 @@ pub(crate) fn stop(why: &str) -> Result {
     };
     END_NS.store(ffi::time::local_clock(), Ordering::Relaxed);
     kacct::check_integrals();
+    show::end_run();
     set_state(State::Done);
     show::end_of_test(why);
     // The activity ends only now, so that nothing resets the counters

@@ -1,29 +1,72 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! What the stress run shows: its part of `stats`, `histogram`, `percpu`,
-//! and the End of test line.
+//! What the stress run shows: its verdict, its part of `stats`,
+//! `histogram`, `percpu`, and the End of test line.
+//!
+//! The verdict: `FAILURE` when any anomaly was counted (`errors`);
+//! otherwise `INCONCLUSIVE` when the samples met fewer writer windows than
+//! `min_window_hits` asks (`window_hits_needed`: the setting, or 100 per
+//! second of `duration_s` when it is 0), since a run whose reads never met
+//! a writer inside its update proves nothing; else `SUCCESS`.
 
 use core::fmt::{self, Write};
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use kernel::prelude::*;
 
-use super::checks::{HIST_BUCKETS, NMI_HANDLER_NS};
+use super::checks::{self, ERR_BUCKETS, ERR_SIDE, HIST_BUCKETS, NMI_HANDLER_NS};
 use super::{anomaly, elapsed_ms, source, state_name, CPUS};
 use crate::ffi;
 use crate::fmtbuf::FmtBuf;
 use crate::kacct;
 use crate::kclock;
-use crate::settings;
+use crate::settings::{self, Key};
 
 /// One log line (printk takes one string).
-type Line = FmtBuf<768>;
+type Line = FmtBuf<1024>;
+
+/// Window hits a run without anomaly needs for `SUCCESS` per second of
+/// `duration_s`, when `min_window_hits` is 0.
+const HITS_PER_SECOND: u64 = 100;
+
+/// A run's verdict.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// No anomaly, and enough window hits to mean it.
+    Success,
+    /// At least one anomaly.
+    Failure,
+    /// No anomaly, but too few window hits to tell.
+    Inconclusive,
+}
+
+impl Verdict {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Success => "SUCCESS",
+            Self::Failure => "FAILURE",
+            Self::Inconclusive => "INCONCLUSIVE",
+        }
+    }
+}
+
+/// Window hits a run without anomaly needs to end `SUCCESS`.
+pub(crate) fn hits_needed() -> u64 {
+    match settings::get(Key::MinWindowHits) {
+        0 => HITS_PER_SECOND.saturating_mul(u64::from(settings::get(Key::DurationS))),
+        n => u64::from(n),
+    }
+}
 
 /// The run's counts, summed over CPUs.
 struct Totals {
     samples: u64,
     nmi_samples: u64,
+    hits_local: u64,
+    hits_remote: u64,
+    stable_copy: u64,
     torn: u64,
+    ref_mismatches: u64,
     backwards: u64,
     cross: u64,
     max_backstep: u64,
@@ -36,7 +79,11 @@ impl Totals {
         Self {
             samples: CPUS.sum(|c| &c.checks.samples),
             nmi_samples: CPUS.sum(|c| &c.checks.nmi_samples),
+            hits_local: CPUS.sum(|c| &c.checks.hits_local),
+            hits_remote: CPUS.sum(|c| &c.checks.hits_remote),
+            stable_copy: CPUS.sum(|c| &c.checks.stable_copy),
             torn: CPUS.sum(|c| &c.checks.torn),
+            ref_mismatches: CPUS.sum(|c| &c.checks.ref_mismatches),
             backwards: CPUS.sum(|c| &c.checks.backwards),
             cross: CPUS.sum(|c| &c.checks.cross),
             max_backstep: CPUS.max(|c| &c.checks.max_backstep),
@@ -49,6 +96,7 @@ impl Totals {
     fn errors(&self) -> u64 {
         [
             self.torn,
+            self.ref_mismatches,
             self.backwards,
             self.cross,
             self.clock.stalls,
@@ -60,29 +108,36 @@ impl Totals {
         .fold(0u64, |a, b| a.wrapping_add(*b))
     }
 
+    fn verdict(&self) -> Verdict {
+        if self.errors() != 0 {
+            Verdict::Failure
+        } else if self.hits_local.saturating_add(self.hits_remote) < hits_needed() {
+            Verdict::Inconclusive
+        } else {
+            Verdict::Success
+        }
+    }
+
     /// The counts of the run's own (the clock's and acct's are in `stats`
     /// already, under the same names).
-    fn own(&self) -> [(&'static str, u64); 6] {
+    fn own(&self) -> [(&'static str, u64); 10] {
         [
             ("samples", self.samples),
             ("nmi_samples", self.nmi_samples),
+            ("window_hits_local", self.hits_local),
+            ("window_hits_remote", self.hits_remote),
+            ("stable_copy_reads", self.stable_copy),
             ("torn_reads", self.torn),
+            ("reference_mismatches", self.ref_mismatches),
             ("backwards", self.backwards),
             ("cross_cpu_backwards", self.cross),
             ("max_backstep_ns", self.max_backstep),
         ]
     }
 
-    /// Every count of the End of test line, in order.
-    fn all(&self) -> [(&'static str, u64); 15] {
-        let [a, b, c, d, e, f] = self.own();
+    /// The clock's and the acct updater's counts, for the End of test line.
+    fn theirs(&self) -> [(&'static str, u64); 8] {
         [
-            a,
-            b,
-            c,
-            d,
-            e,
-            f,
             ("clock_stalls", self.clock.stalls),
             ("epoch_updates", self.clock.epoch_updates),
             ("wrap_overruns", self.clock.wrap_overruns),
@@ -91,9 +146,14 @@ impl Totals {
             ("acct_bad_deltas", self.acct.bad_deltas),
             ("acct_timexpd_backwards", self.acct.backwards),
             ("acct_integral_mismatches", self.acct.mismatches),
-            ("errors", self.errors()),
         ]
     }
+}
+
+/// The verdict of the run in progress so far (for `until=verdict`). Any
+/// context but NMI.
+pub(crate) fn verdict_so_far() -> Verdict {
+    Totals::now().verdict()
 }
 
 /// The source a run uses (or used last), or "none" before the first run.
@@ -101,9 +161,43 @@ pub(crate) fn source_used() -> &'static str {
     source::in_use().map_or("none", |s| s.name())
 }
 
+/// The clock's rate against the counter over the last run, in ppb.
+static RATE_ERROR_PPB: AtomicI64 = AtomicI64::new(0);
+/// The verdict of the last run (`Verdict as u64` + 1), 0 before any.
+static LAST_VERDICT: AtomicU64 = AtomicU64::new(0);
+
+/// Takes the measures that need the clock at the end of a run.
+pub(crate) fn end_run() {
+    RATE_ERROR_PPB.store(checks::rate_error_ppb().0, Ordering::Relaxed);
+}
+
+/// A signed count that is -1 for "none".
+struct OrNone(Option<u64>);
+
+impl fmt::Display for OrNone {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(v) => write!(f, "{v}"),
+            None => f.write_str("-1"),
+        }
+    }
+}
+
+/// `first_anomaly_samples`, `_window_hits` and `_ns`.
+fn first_anomaly() -> [(&'static str, OrNone); 3] {
+    let f = checks::first_anomaly();
+    [
+        ("first_anomaly_samples", OrNone(f.map(|f| f.0))),
+        ("first_anomaly_window_hits", OrNone(f.map(|f| f.1))),
+        ("first_anomaly_ns", OrNone(f.map(|f| f.2))),
+    ]
+}
+
 /// Logs the End of test line of the run that just stopped for `why`.
 pub(crate) fn end_of_test(why: &str) {
     let t = Totals::now();
+    let verdict = t.verdict();
+    LAST_VERDICT.store(verdict as u64 + 1, Ordering::Relaxed);
     let mut line = Line::new();
     let _ = write!(
         line,
@@ -111,16 +205,26 @@ pub(crate) fn end_of_test(why: &str) {
         settings::Inline,
         source_used()
     );
-    for (k, v) in t.all() {
+    for (k, v) in Iterator::chain(t.own().into_iter(), t.theirs()) {
         let _ = write!(line, " {k}={v}");
     }
+    let _ = write!(
+        line,
+        " errors={} window_hits_needed={}",
+        t.errors(),
+        hits_needed()
+    );
+    for (k, v) in first_anomaly() {
+        let _ = write!(line, " {k}={v}");
+    }
+    let _ = write!(
+        line,
+        " rate_error_ppb={}",
+        RATE_ERROR_PPB.load(Ordering::Relaxed)
+    );
     pr_info!(
         "End of test: {} ({}):{}\n",
-        if t.errors() == 0 {
-            "SUCCESS"
-        } else {
-            "FAILURE"
-        },
+        verdict.name(),
         why,
         line.as_str()
     );
@@ -130,13 +234,35 @@ pub(crate) fn end_of_test(why: &str) {
 pub(crate) fn stats(w: &mut impl Write) -> fmt::Result {
     let t = Totals::now();
     writeln!(w, "state: {}", state_name())?;
+    writeln!(
+        w,
+        "verdict: {}",
+        match LAST_VERDICT.load(Ordering::Relaxed) {
+            0 => "none",
+            1 => Verdict::Success.name(),
+            2 => Verdict::Failure.name(),
+            _ => Verdict::Inconclusive.name(),
+        }
+    )?;
     writeln!(w, "nmi_source_used: {}", source_used())?;
     writeln!(w, "perf_hw_error: {}", source::perf_hw_error())?;
     for (k, v) in t.own() {
         writeln!(w, "{k}: {v}")?;
     }
     writeln!(w, "errors: {}", t.errors())?;
-    writeln!(w, "nmi_leftovers: {}", CPUS.sum(|c| &c.nmi.leftovers))?;
+    writeln!(w, "window_hits_needed: {}", hits_needed())?;
+    for (k, v) in first_anomaly() {
+        writeln!(w, "{k}: {v}")?;
+    }
+    writeln!(
+        w,
+        "rate_error_ppb: {}",
+        RATE_ERROR_PPB.load(Ordering::Relaxed)
+    )?;
+    let (sent, skipped, resent) = source::nmi_counts();
+    writeln!(w, "nmi_sent: {sent}")?;
+    writeln!(w, "nmi_sends_skipped: {skipped}")?;
+    writeln!(w, "nmi_resent: {resent}")?;
     writeln!(w, "nmi_handler_p50_ns: {}", NMI_HANDLER_NS.quantile(500))?;
     writeln!(w, "nmi_handler_p99_ns: {}", NMI_HANDLER_NS.quantile(990))?;
     writeln!(w, "nmi_handler_max_ns: {}", NMI_HANDLER_NS.max())?;
@@ -152,34 +278,64 @@ pub(crate) fn stats(w: &mut impl Write) -> fmt::Result {
     writeln!(w, "anomalies_dropped: {}", anomaly::dropped())
 }
 
-/// Writes `histogram`: the read cost in ns, log2 buckets, bpftrace style.
+/// Writes one bucket line: label, count, and a bar of at most 52 `@`, at
+/// least one for any count.
+fn bar(w: &mut impl Write, label: &str, n: u64, max: u64) -> fmt::Result {
+    let len = n.saturating_mul(52).div_ceil(max.max(1)) as usize;
+    write!(w, "{:<20} {:>10} |", label, n)?;
+    for i in 0..52 {
+        w.write_char(if i < len { '@' } else { ' ' })?;
+    }
+    writeln!(w, "|")
+}
+
+/// Writes `histogram`: the read cost in ns, log2 buckets, bpftrace style;
+/// then the error of every exact check (0: within the bound; otherwise how
+/// far outside it, negative below), signed log2 buckets.
 pub(crate) fn histogram(w: &mut impl Write) -> fmt::Result {
     let mut counts = [0u64; HIST_BUCKETS];
+    let mut errs = [0u64; ERR_BUCKETS];
     for (_, c) in CPUS.iter() {
         for (n, h) in counts.iter_mut().zip(c.checks.hist.iter()) {
             *n = n.wrapping_add(h.load(Ordering::Relaxed));
         }
+        for (n, h) in errs.iter_mut().zip(c.checks.err_hist.iter()) {
+            *n = n.wrapping_add(h.load(Ordering::Relaxed));
+        }
     }
     writeln!(w, "@read_ns:")?;
-    let first = counts.iter().position(|&n| n != 0);
-    let last = counts.iter().rposition(|&n| n != 0);
-    let (Some(first), Some(last)) = (first, last) else {
-        return Ok(());
-    };
-    let max = counts.iter().copied().max().unwrap_or(1).max(1);
-    for (b, &n) in counts.iter().enumerate().take(last + 1).skip(first) {
-        let mut label = FmtBuf::<32>::new();
-        match b {
-            0 => write!(label, "[0]")?,
-            1 => write!(label, "[1]")?,
-            _ => write!(label, "[{}, {})", 1u64 << (b - 1), 1u64 << b)?,
+    let max = counts.iter().copied().max().unwrap_or(0);
+    if let (Some(first), Some(last)) = (
+        counts.iter().position(|&n| n != 0),
+        counts.iter().rposition(|&n| n != 0),
+    ) {
+        for (b, &n) in counts.iter().enumerate().take(last + 1).skip(first) {
+            let label = match b {
+                0 => FmtBuf::<32>::from_fmt(format_args!("[0]")),
+                1 => FmtBuf::<32>::from_fmt(format_args!("[1]")),
+                _ => FmtBuf::<32>::from_fmt(format_args!("[{}, {})", 1u64 << (b - 1), 1u64 << b)),
+            };
+            bar(w, label.as_str(), n, max)?;
         }
-        let bar = (n.saturating_mul(52) / max) as usize;
-        write!(w, "{:<20} {:>10} |", label.as_str(), n)?;
-        for i in 0..52 {
-            w.write_char(if i < bar { '@' } else { ' ' })?;
+    }
+    writeln!(w, "@tear_error_ns:")?;
+    let max = errs.iter().copied().max().unwrap_or(0);
+    if let (Some(first), Some(last)) = (
+        errs.iter().position(|&n| n != 0),
+        errs.iter().rposition(|&n| n != 0),
+    ) {
+        for (b, &n) in errs.iter().enumerate().take(last + 1).skip(first) {
+            let label = if b == ERR_SIDE {
+                FmtBuf::<32>::from_fmt(format_args!("[0]"))
+            } else if b > ERR_SIDE {
+                let k = b - ERR_SIDE;
+                FmtBuf::<32>::from_fmt(format_args!("[{}, {})", 1u64 << (k - 1), 1u64 << k))
+            } else {
+                let k = ERR_SIDE - b;
+                FmtBuf::<32>::from_fmt(format_args!("(-{}, -{}]", 1u64 << k, 1u64 << (k - 1)))
+            };
+            bar(w, label.as_str(), n, max)?;
         }
-        writeln!(w, "|")?;
     }
     Ok(())
 }
@@ -192,14 +348,18 @@ pub(crate) fn percpu(w: &mut impl Write) -> fmt::Result {
         }
         let k = kclock::cpu_counts(cpu);
         let (acct_updates, acct_bad, acct_back) = kacct::cpu_counts(cpu);
+        let x = &c.checks;
         writeln!(
             w,
-            "cpu{cpu}: samples={} nmi_samples={} torn_reads={} backwards={} cross_cpu_backwards={} clock_reads={} clock_stalls={} epoch_updates={} acct_updates={acct_updates} acct_bad_deltas={acct_bad} acct_timexpd_backwards={acct_back} wakeups={} late_wakeups={} max_wake_latency_ns={}",
-            c.checks.samples.load(Ordering::Relaxed),
-            c.checks.nmi_samples.load(Ordering::Relaxed),
-            c.checks.torn.load(Ordering::Relaxed),
-            c.checks.backwards.load(Ordering::Relaxed),
-            c.checks.cross.load(Ordering::Relaxed),
+            "cpu{cpu}: samples={} nmi_samples={} window_hits_local={} window_hits_remote={} torn_reads={} reference_mismatches={} backwards={} cross_cpu_backwards={} clock_reads={} clock_stalls={} epoch_updates={} acct_updates={acct_updates} acct_bad_deltas={acct_bad} acct_timexpd_backwards={acct_back} wakeups={} late_wakeups={} max_wake_latency_ns={}",
+            x.samples.load(Ordering::Relaxed),
+            x.nmi_samples.load(Ordering::Relaxed),
+            x.hits_local.load(Ordering::Relaxed),
+            x.hits_remote.load(Ordering::Relaxed),
+            x.torn.load(Ordering::Relaxed),
+            x.ref_mismatches.load(Ordering::Relaxed),
+            x.backwards.load(Ordering::Relaxed),
+            x.cross.load(Ordering::Relaxed),
             k.reads,
             k.stalls,
             k.epoch_updates,

@@ -13,7 +13,7 @@
 //! - `auto`, a choice among them rather than a source: `perf_hw` where a
 //!   counter can be created, else `ipi`.
 
-use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 
 use kernel::prelude::*;
 
@@ -135,7 +135,7 @@ impl InterruptSource for Ipi {
         sender.start(period_ns);
         Ok(RunPart {
             sender: Some(sender),
-            handler: Some(handler),
+            _handler: Some(handler),
         })
     }
 }
@@ -150,35 +150,32 @@ fn cycles(period: u64) -> u64 {
 pub(crate) struct RunPart {
     /// `ipi`: the hrtimer that sends the NMIs.
     sender: Option<HrTimer>,
-    /// `ipi`: the NMI handler.
-    handler: Option<NmiHandler>,
+    /// `ipi`: the NMI handler, unregistered when this is dropped.
+    _handler: Option<NmiHandler>,
 }
 
-/// How long the handler stays registered after the sender stopped and the
-/// pending counts drained, for stragglers.
-const STRAGGLER_GRACE_US: u32 = 20_000;
-
 impl RunPart {
-    /// Stops sending (before the CPUs are detached), and waits, a little,
-    /// until every NMI already sent has been taken.
+    /// Stops sending (before the CPUs are detached), and waits, a little
+    /// (up to [`DRAIN_MS`]), until every online CPU has taken the NMI sent
+    /// to it, so that none arrives after the handler is gone.
     pub(crate) fn stop_sending(&mut self) {
         if self.sender.take().is_none() {
             return;
         }
-        for _ in 0..100 {
-            let pending = CPUS.iter().any(|(cpu, c)| {
-                ffi::cpu::online(cpu) && c.nmi.pending.load(Ordering::Acquire) != 0
-            });
+        for _ in 0..DRAIN_MS {
+            let pending = CPUS
+                .iter()
+                .any(|(cpu, c)| ffi::cpu::online(cpu) && c.nmi.pending());
             if !pending {
                 break;
             }
             ffi::cpu::sleep_us(1_000);
         }
-        if self.handler.is_some() {
-            ffi::cpu::sleep_us(STRAGGLER_GRACE_US);
-        }
     }
 }
+
+/// How long [`RunPart::stop_sending`] waits for NMIs in flight, in ms.
+const DRAIN_MS: u32 = 200;
 
 /// The source in use (`Source as u32`), or [`NONE`] before the first run.
 static IN_USE: AtomicU32 = AtomicU32::new(NONE);
@@ -190,6 +187,14 @@ static PERF_HW_ERROR: AtomicI32 = AtomicI32::new(0);
 pub(crate) fn in_use() -> Option<Source> {
     let v = IN_USE.load(Ordering::Relaxed);
     Source::ALL.iter().copied().find(|s| *s as u32 == v)
+}
+
+/// Whether a perf counter failed to be created because there is no PMU (or
+/// none for that event): `ENOENT`, `ENODEV`, `EOPNOTSUPP`.
+fn no_pmu(e: Error) -> bool {
+    /// `EOPNOTSUPP`, which the 6.12 `kernel` crate does not name.
+    const EOPNOTSUPP: i32 = 95;
+    [ENOENT.to_errno(), ENODEV.to_errno(), -EOPNOTSUPP].contains(&e.to_errno())
 }
 
 /// The error of the last failed attempt to create a `perf_hw` counter.
@@ -218,15 +223,22 @@ pub(crate) fn choose_and_start(period_ns: u64) -> Result<(Source, RunPart)> {
             }
             Err(e) => {
                 PERF_HW_ERROR.store(e.to_errno(), Ordering::Relaxed);
+                if !no_pmu(e) {
+                    pr_err!(
+                        "start: perf_hw: cannot create a CPU-cycles counter (error {}), though the error does not say there is no PMU\n",
+                        e.to_errno()
+                    );
+                    return Err(e);
+                }
                 if !auto {
                     pr_err!(
-                        "start: perf_hw: cannot create a CPU-cycles counter (error {}); no PMU? Try nmi_source=ipi\n",
+                        "start: perf_hw: cannot create a CPU-cycles counter (error {}): no PMU; try nmi_source=ipi\n",
                         e.to_errno()
                     );
                     return Err(e);
                 }
                 pr_info!(
-                    "start: perf_hw unavailable (error {}, no PMU?): nmi_source=auto uses ipi\n",
+                    "start: perf_hw unavailable (error {}: no PMU): nmi_source=auto uses ipi\n",
                     e.to_errno()
                 );
                 Source::Ipi
@@ -236,6 +248,7 @@ pub(crate) fn choose_and_start(period_ns: u64) -> Result<(Source, RunPart)> {
         source
     };
     IN_USE.store(source as u32, Ordering::Relaxed);
+    reset_counts();
     Ok((source, source.start(period_ns)?))
 }
 
@@ -244,77 +257,103 @@ pub(crate) fn choose_and_start(period_ns: u64) -> Result<(Source, RunPart)> {
 /// One CPU's NMI accounting for the `ipi` source.
 #[derive(Default)]
 pub(crate) struct Cpu {
-    /// NMIs sent to this CPU and not yet handled.
-    pending: AtomicU32,
-    /// A handler consumed more sends than its one NMI: one more NMI of
-    /// ours may still be latched or in flight.
-    owed: AtomicBool,
-    /// Such owed NMIs claimed.
-    pub(crate) leftovers: AtomicU64,
-    /// `ktime_get_mono_fast_ns()` when this CPU last handled one of ours.
-    last_ours_ns: AtomicU64,
-    /// `ktime_get_mono_fast_ns()` when an NMI was last sent to this CPU.
+    /// NMIs sent to this CPU and not yet taken: 0 or 1 (2 after a resend).
+    outstanding: AtomicU32,
+    /// `ktime_get_raw_fast_ns()` when an NMI was last sent to this CPU.
     last_send_ns: AtomicU64,
 }
 
-/// How soon after one of ours (sent or handled) an NMI that finds no send
-/// pending is taken as a leftover of ours: in the VM the host can hold a
-/// vCPU off for milliseconds, and stragglers arrive that late.
-const LEFTOVER_WINDOW_NS: u64 = 100_000_000;
+impl Cpu {
+    /// Whether an NMI sent to this CPU is still to come.
+    pub(crate) fn pending(&self) -> bool {
+        self.outstanding.load(Ordering::Acquire) != 0
+    }
+}
 
-/// The sender (hard-IRQ, one CPU): marks every online CPU pending, then
-/// sends them all an NMI.
+/// NMIs sent, sends skipped because the CPU had not taken the previous one
+/// yet, and NMIs sent again because the previous one had not arrived in
+/// [`LOST_NS`]: since the last [`start`](Source::start).
+static SENT: AtomicU64 = AtomicU64::new(0);
+static SKIPPED: AtomicU64 = AtomicU64::new(0);
+static RESENT: AtomicU64 = AtomicU64::new(0);
+
+/// `(nmi_sent, nmi_sends_skipped, nmi_resent)` of the last `ipi` run.
+pub(crate) fn nmi_counts() -> (u64, u64, u64) {
+    (
+        SENT.load(Ordering::Relaxed),
+        SKIPPED.load(Ordering::Relaxed),
+        RESENT.load(Ordering::Relaxed),
+    )
+}
+
+/// Zeroes the counts (at the start of a run).
+pub(crate) fn reset_counts() {
+    for a in [&SENT, &SKIPPED, &RESENT] {
+        a.store(0, Ordering::Relaxed);
+    }
+}
+
+/// How long an NMI may take to arrive before it is taken as lost and sent
+/// again: in the VM the host can hold a vCPU off for milliseconds.
+const LOST_NS: u64 = 1_000_000_000;
+
+/// The sender (hard-IRQ, one CPU): sends an NMI to every online CPU that
+/// has taken the last one sent to it, and counts it outstanding first.
+///
+/// One NMI at most is outstanding per CPU, so that every NMI the handler
+/// sees can be proven ours or not: x86 latches one NMI behind the one being
+/// handled and drops further ones, so with several outstanding the handler
+/// could not tell how many are still to come. A CPU that has not taken its
+/// NMI yet (in the VM: a vCPU the host holds off) is skipped and counted
+/// (`nmi_sends_skipped`); one whose NMI is older than [`LOST_NS`] is sent
+/// another (`nmi_resent`), since an NMI can be lost across CPU hotplug.
 fn send(ipi: &mut NmiIpi, period_ns: u64) -> u64 {
     if !live() {
         return 0;
     }
-    let now = ffi::time::mono_fast_ns();
+    let now = ffi::time::raw_fast_ns();
+    ipi.clear();
+    let mut any = false;
     for (cpu, c) in CPUS.iter() {
-        if ffi::cpu::online(cpu) {
-            c.nmi.last_send_ns.store(now, Ordering::Relaxed);
-            c.nmi.pending.fetch_add(1, Ordering::Release);
+        if !ffi::cpu::online(cpu) {
+            continue;
         }
+        let n = &c.nmi;
+        let late = now.wrapping_sub(n.last_send_ns.load(Ordering::Relaxed)) > LOST_NS;
+        let prev = n.outstanding.load(Ordering::Acquire);
+        if prev != 0 && !late {
+            SKIPPED.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
+        if prev != 0 {
+            RESENT.fetch_add(1, Ordering::Relaxed);
+        }
+        n.last_send_ns.store(now, Ordering::Relaxed);
+        n.outstanding.fetch_add(1, Ordering::AcqRel);
+        SENT.fetch_add(1, Ordering::Relaxed);
+        ipi.add(cpu);
+        any = true;
     }
-    ipi.send(true);
+    if any {
+        ipi.send();
+    }
     period_ns
 }
 
-/// The `NMI_LOCAL` handler: claims and samples the NMIs this module sent
-/// to this CPU; true for ours.
-///
-/// The sender counts sends per CPU before each IPI; the handler takes the
-/// count. Sends and NMIs do not pair one to one: two sends can reach a CPU
-/// as one NMI, or as one NMI being handled and one latched behind it, and
-/// in the VM (QEMU TCG, where this module is the only NMI source) NMIs that
-/// find the count already taken were seen to arrive up to tens of
-/// microseconds, or with the host holding a vCPU off, milliseconds after
-/// one of ours, more of them than latching explains. So an NMI that finds
-/// no send pending is still claimed, as a leftover (counted in
-/// `nmi_leftovers`, never sampled), when a handler here took more than one
-/// send, or when one of ours was sent to or handled on this CPU less than
-/// [`LEFTOVER_WINDOW_NS`] ago. The price: during an `ipi` run, an unrelated
-/// unknown NMI that arrives in that window is absorbed (counted as a
-/// leftover) instead of reported. Any other NMI is left to the kernel.
+/// The `NMI_LOCAL` handler: an NMI is ours if one sent to this CPU is
+/// outstanding; it is then taken and sampled. Any other NMI is left to the
+/// kernel, which reports it as unknown.
 fn nmi_handler() -> bool {
     let Some(cpu) = CPUS.this_cpu() else {
         return false;
     };
-    let c = &cpu.nmi;
-    let now = ffi::time::mono_fast_ns();
-    let pending = c.pending.swap(0, Ordering::AcqRel);
-    if pending == 0 {
-        let owed = c.owed.swap(false, Ordering::Relaxed);
-        let recent =
-            |t: &AtomicU64| now.wrapping_sub(t.load(Ordering::Relaxed)) < LEFTOVER_WINDOW_NS;
-        if !owed && !recent(&c.last_ours_ns) && !recent(&c.last_send_ns) {
-            return false;
-        }
-        c.leftovers.fetch_add(1, Ordering::Relaxed);
-        return true;
+    let ours = cpu
+        .nmi
+        .outstanding
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+        .is_ok();
+    if ours {
+        on_sample(Context::Nmi);
     }
-    c.owed.store(pending > 1, Ordering::Relaxed);
-    on_sample(Context::Nmi);
-    c.last_ours_ns
-        .store(ffi::time::mono_fast_ns(), Ordering::Relaxed);
-    true
+    ours
 }

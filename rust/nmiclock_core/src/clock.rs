@@ -152,19 +152,21 @@ impl Window {
 /// defaults to doing nothing; any `FnMut()` is a `Writer` whose `pause` it
 /// is.
 ///
-/// A window is entered before the first store to a copy and left after
-/// the last, so it encloses every instant at which the copy is half
-/// written: a read that could see a half-written copy always counts as
-/// landing in a window (it may also count the few reads that land just
-/// before the first store).
+/// A window is entered before the first store of the stretch in which a
+/// reader could see a half-written update (a copy's stores; for the
+/// seqcount, its whole odd phase) and left after the last, so it encloses
+/// every such instant: a read that could see a half-written update always
+/// counts as landing in a window (so may a few that land just before the
+/// first store).
 pub trait Writer {
-    /// A copy is about to be written: `window` says which.
+    /// A stretch in which readers could see a half-written update begins:
+    /// `window` says which.
     fn enter(&mut self, _window: Window) {}
     /// Between the stores of `epoch_cyc` and `epoch_ns`, inside the window:
     /// a reader of this copy here sees the new counter value with the old
     /// time, the tear the protections exist to prevent.
     fn pause(&mut self) {}
-    /// The copy is whole again: its last store is done.
+    /// The stretch is over: the update is whole again.
     fn leave(&mut self) {}
 }
 
@@ -209,8 +211,8 @@ impl SharedData {
         }
     }
 
-    /// Stores every field (relaxed), telling `w` when the copy is half
-    /// written (`window`) and pausing where a reader would see a tear.
+    /// Stores every field (relaxed), calling [`Writer::pause`] where a
+    /// reader would see a tear.
     ///
     /// The conversion comes first, then `epoch_cyc` and last `epoch_ns`: a
     /// reader that sees the new `epoch_cyc` with the old `epoch_ns` computes
@@ -219,15 +221,13 @@ impl SharedData {
     /// with a conversion that never was: the tears the protections exist
     /// to prevent. [`Writer::pause`] widens that window on purpose (fault
     /// injection).
-    pub fn store(&self, d: &ClockData, window: Window, w: &mut dyn Writer) {
-        w.enter(window);
+    pub fn store(&self, d: &ClockData, w: &mut dyn Writer) {
         self.mult.store(d.mult, Ordering::Relaxed);
         self.shift.store(d.shift, Ordering::Relaxed);
         self.mask.store(d.mask, Ordering::Relaxed);
         self.epoch_cyc.store(d.epoch_cyc, Ordering::Relaxed);
         w.pause();
         self.epoch_ns.store(d.epoch_ns, Ordering::Relaxed);
-        w.leave();
     }
 }
 
@@ -240,6 +240,11 @@ pub struct Reading {
     pub now_cyc: u64,
     /// Epoch of the data used.
     pub epoch_ns: u64,
+    /// Conversion of the data used: a read that mixes two conversions'
+    /// fields shows here.
+    pub mult: u32,
+    /// Its shift.
+    pub shift: u32,
     /// Sequence count the read was validated against (0 if none).
     pub seq: u32,
     /// Latch copy read (0 or 1; always 0 without a latch).
@@ -337,6 +342,8 @@ impl Protection for Latch {
                     ns: d.ns_at(now),
                     now_cyc: now,
                     epoch_ns: d.epoch_ns,
+                    mult: d.mult,
+                    shift: d.shift,
                     seq,
                     copy: seq & 1,
                     retries,
@@ -349,11 +356,15 @@ impl Protection for Latch {
 
     fn publish(&self, data: &ClockData, w: &mut dyn Writer) {
         // Update the odd copy while readers use the even one.
-        self.odd.store(data, Window::FirstCopy, w);
+        w.enter(Window::FirstCopy);
+        self.odd.store(data, w);
+        w.leave();
         // Steer readers to the odd copy.
         self.latch();
         // Now the even copy is free to update.
-        self.even.store(data, Window::SecondCopy, w);
+        w.enter(Window::SecondCopy);
+        self.even.store(data, w);
+        w.leave();
         // Steer readers back to the even copy.
         self.latch();
     }
@@ -408,6 +419,8 @@ impl Protection for Seqcount {
                     ns: d.ns_at(now),
                     now_cyc: now,
                     epoch_ns: d.epoch_ns,
+                    mult: d.mult,
+                    shift: d.shift,
                     seq,
                     copy: 0,
                     retries,
@@ -419,12 +432,16 @@ impl Protection for Seqcount {
     }
 
     fn publish(&self, data: &ClockData, w: &mut dyn Writer) {
+        // The window is the whole odd phase: a reader on this CPU that
+        // interrupts any of it waits for a writer that cannot go on.
+        w.enter(Window::SeqOdd);
         let seq = self.seq.load(Ordering::Relaxed);
         self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
         // The odd count is visible before any of the new data.
         fence(Ordering::Release);
-        self.data.store(data, Window::SeqOdd, w);
+        self.data.store(data, w);
         self.seq.store(seq.wrapping_add(2), Ordering::Release);
+        w.leave();
     }
 
     fn published(&self) -> ClockData {
@@ -459,12 +476,16 @@ impl Protection for Unprotected {
             ns: d.ns_at(now),
             now_cyc: now,
             epoch_ns: d.epoch_ns,
+            mult: d.mult,
+            shift: d.shift,
             ..Reading::default()
         }
     }
 
     fn publish(&self, data: &ClockData, w: &mut dyn Writer) {
-        self.data.store(data, Window::Bare, w);
+        w.enter(Window::Bare);
+        self.data.store(data, w);
+        w.leave();
     }
 
     fn published(&self) -> ClockData {

@@ -18,7 +18,7 @@ t_control_config() {
 	expect_refused control stop "resource busy" || ret=1
 	for v in clock=bogus clock= =latch bogus=1 counter_bits=8 period_us=0 period_us=5 \
 		duration_s=0 duration_s=86401 update_us=-1 autostart=2 nmi_source=nmi \
-		"acct=racy extra" clock; do
+		min_window_hits=x until=forever disturb=both "acct=racy extra" clock; do
 		expect_refused config "$v" "Invalid argument" || ret=1
 	done
 	[ "$(cat "$DIR/config")" = "$cfg" ] || { echo "refused config writes changed it"; ret=1; }

@@ -8,16 +8,21 @@
 # Every key stats must have.
 STATS_KEYS="version online_cpus tsc_khz tsc_mult tsc_shift stats_reads activity
 clock counter counter_bits tear_window_ns acct nmi_source period_us update_us
-duration_s autostart state nmi_source_used perf_hw_error samples nmi_samples
-torn_reads backwards cross_cpu_backwards max_backstep_ns errors nmi_leftovers
-nmi_handler_p50_ns nmi_handler_p99_ns nmi_handler_max_ns wakeups late_wakeups
+duration_s autostart min_window_hits until disturb state verdict
+nmi_source_used perf_hw_error samples nmi_samples window_hits_local
+window_hits_remote stable_copy_reads torn_reads reference_mismatches backwards
+cross_cpu_backwards max_backstep_ns errors window_hits_needed
+first_anomaly_samples first_anomaly_window_hits first_anomaly_ns
+rate_error_ppb nmi_sent nmi_sends_skipped nmi_resent nmi_handler_p50_ns
+nmi_handler_p99_ns nmi_handler_max_ns wakeups late_wakeups
 max_wake_latency_ns elapsed_ms anomalies_kept anomalies_dropped mult shift
 update_interval_ns now_ns clock_reads clock_retries clock_stalls epoch_updates
-wrap_overruns epoch_update_skips recalibrations windows_entered acct_updates
-acct_races acct_bad_deltas acct_timexpd_backwards acct_integral_mismatches"
+wrap_overruns epoch_update_skips recalibrations conversion_switches
+windows_entered acct_updates acct_races acct_bad_deltas acct_timexpd_backwards
+acct_integral_mismatches"
 
 # What a kernel log line must not say.
-SPLAT_RE='WARNING:|BUG:|Oops|kernel BUG at|general protection fault|UBSAN:|KASAN:|kmemleak: [0-9]+ new suspected|Uhhuh\. NMI received|panicked at'
+SPLAT_RE='WARNING:|BUG:|Oops|kernel BUG at|general protection fault|UBSAN:|KASAN:|kmemleak: [0-9]+ new suspected|Uhhuh\. NMI received|panicked at|Watchdog detected hard LOCKUP|soft lockup|rcu: INFO: .*stall|blocked for more than [0-9]+ seconds|Marking TSC unstable|perf: interrupt took too long'
 
 t_insmod() {
 	mark insmod
@@ -123,6 +128,10 @@ t_variants() {
 	return $ret
 }
 
+# The sample consumer: it refuses to load unless the clock moved forward at
+# every read; its first read must also be the time (nmiclock's clock starts
+# at local_clock(), which stamps printk lines): within 10 ms of its line's
+# stamp.
 t_sample() {
 	[ -e "$sample" ] || { echo "SKIP: $sample not found"; return 4; }
 	load || { echo "insmod nmiclock failed"; return 1; }
@@ -130,8 +139,15 @@ t_sample() {
 	mark sample
 	insmod "$sample" || { echo "insmod $sample failed"; ret=1; }
 	log_since sample | grep 'nmiclock_sample: ' | sed 's/^\[[^]]*\] //'
-	log_since sample | grep -q 'nmiclock_sample: 5 reads, monotonic' ||
-		{ echo "no 'nmiclock_sample: 5 reads, monotonic' in the kernel log"; ret=1; }
+	log_since sample | grep -q 'nmiclock_sample: 5 reads, strictly increasing' ||
+		{ echo "no 'nmiclock_sample: 5 reads, strictly increasing' in the kernel log"; ret=1; }
+	off=$(log_since sample | awk '/nmiclock_sample: read 0: [0-9]+ ns$/ {
+		stamp = $0; sub(/^\[ */, "", stamp); sub(/\].*/, "", stamp)
+		split(stamp, p, "."); us = p[1] * 1000000 + p[2]
+		v = $(NF - 1) / 1000; d = us - v; if (d < 0) d = -d
+		printf "%d", d; exit }')
+	echo "read 0 is ${off:-?} us from its line's local_clock() stamp"
+	{ is_number "$off" && [ "$off" -le 10000 ]; } || { echo "read 0 is not the time"; ret=1; }
 	rmmod nmiclock_sample || { echo "rmmod nmiclock_sample failed"; ret=1; }
 	unload || ret=1
 	return $ret
@@ -146,7 +162,9 @@ t_bad_params() {
 		tear_window_ns=1000001 tear_window_ns=x tear_window_ns=-5 tear_window_ns= \
 		nmi_source=nmi nmi_source= nmi_source=IPI period_us=0 period_us=9 \
 		period_us=1000001 update_us=-1 update_us=1000001 duration_s=0 \
-		duration_s=86401 autostart=2 autostart=yes; do
+		duration_s=86401 autostart=2 autostart=yes min_window_hits=-1 \
+		min_window_hits=1000000001 until=forever until=VERDICT disturb=bogus \
+		disturb=; do
 		name=${p%%=*}
 		# -q: one bad value per parameter.
 		case " $seen " in *" $name "*) [ $quick = 1 ] && continue ;; esac

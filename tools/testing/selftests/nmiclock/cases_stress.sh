@@ -6,8 +6,8 @@
 # Sourced by nmiclock.sh, after lib.sh; registers its cases in order.
 
 # stress_run SECONDS PARAM...: a stress run of SECONDS with counter_bits=32
-# and PARAMs, to its end; leaves stats in $stress and the End of test line
-# in $eot. Fails if the run does not start or end.
+# and PARAMs, to its end; leaves stats in $stress, the End of test line in
+# $eot and its verdict in $verdict. Fails if the run does not start or end.
 stress_run() {
 	secs=$1
 	shift
@@ -30,9 +30,15 @@ stress_run() {
 	unload
 	[ "$(stat_value "$stress" state)" = done ] || { echo "the run did not end"; return 1; }
 	[ -n "$eot" ] || { echo "no End of test line"; return 1; }
-	echo "$* ${eot#*End of test: }" | cut -c1-60
-	grep -E '^(nmi_source_used|samples|nmi_samples|torn_reads|backwards|cross_cpu_backwards|clock_stalls|acct_bad_deltas|acct_timexpd_backwards|nmi_leftovers|wakeups|late_wakeups|errors):' \
+	verdict=$(printf '%s\n' "$eot" | sed -n 's/.*End of test: \([A-Z]*\) (\([^)]*\)).*/\1/p')
+	echo "$* -> $verdict ($(printf '%s\n' "$eot" | sed -n 's/.*End of test: [A-Z]* (\([^)]*\)).*/\1/p'))"
+	grep -E '^(nmi_source_used|samples|nmi_samples|window_hits_local|window_hits_remote|window_hits_needed|stable_copy_reads|torn_reads|reference_mismatches|backwards|cross_cpu_backwards|clock_stalls|acct_bad_deltas|acct_timexpd_backwards|errors|first_anomaly_samples|first_anomaly_window_hits|first_anomaly_ns|rate_error_ppb|nmi_sends_skipped|wakeups|late_wakeups|elapsed_ms):' \
 		"$stress" | tr '\n' ' '; echo
+}
+
+# Window hits of the last stress_run, local and remote.
+hits() {
+	echo $(($(stat_value "$stress" window_hits_local) + $(stat_value "$stress" window_hits_remote)))
 }
 
 t_stress_default() {
@@ -46,44 +52,75 @@ t_stress_default() {
 	[ "$(stat_value "$stress" wakeups)" -ge $want ] ||
 		{ echo "wake-up probe: $(stat_value "$stress" wakeups) wake-ups, want >= $want"; ret=1; }
 	[ "$(stat_value "$stress" errors)" = 0 ] || { echo "errors: $(stat_value "$stress" errors)"; ret=1; }
-	case $eot in *"End of test: SUCCESS"*) ;; *) echo "not SUCCESS"; ret=1 ;; esac
+	for k in window_hits_local window_hits_remote; do
+		[ "$(stat_value "$stress" $k)" -gt 0 ] || { echo "$k is 0"; ret=1; }
+	done
+	[ "$verdict" = SUCCESS ] || { echo "verdict $verdict, want SUCCESS"; ret=1; }
 	return $ret
 }
 
-# busted CHECK PARAM...: a BUSTED_S run with a 20 us tear window must be caught:
-# CHECK names the stats keys of which at least one must be above 0.
-# Up to TRIES runs: the first that catches it ends it. (The stress run
-# cannot yet run until it has seen enough writer windows, as the check
-# can: until it can, a run that saw too few gets another.)
-TRIES=3
-busted() {
-	keys=$1
-	shift
-	try=1
-	while [ $try -le $TRIES ]; do
-		stress_run $BUSTED_S tear_window_ns=20000 "$@" || return 1
-		ret=1
-		for k in $keys; do
-			[ "$(stat_value "$stress" "$k")" -gt 0 ] && ret=0
-		done
-		if [ $ret -eq 0 ]; then
-			case $eot in *"End of test: FAILURE"*) ;; *) echo "not FAILURE"; ret=1 ;; esac
-			[ $try -gt 1 ] && echo "caught on try $try"
-			return $ret
-		fi
-		try=$((try + 1))
-	done
-	echo "not caught in $TRIES runs: none of $keys above 0"
+# A run in which writers almost never update (every second, on a 64-bit
+# counter): no read meets a window, and the run cannot be a SUCCESS.
+t_stress_inconclusive() {
+	stress_run 3 update_us=1000000 counter_bits=64 || return 1
+	[ "$verdict" = INCONCLUSIVE ] && return 0
+	echo "verdict $verdict with $(hits) window hits (needed $(stat_value "$stress" window_hits_needed)), want INCONCLUSIVE"
 	return 1
 }
 
-t_stress_unprotected() { busted "torn_reads backwards" clock=unprotected; }
+# The pressure every clock design is run under: the writers pause 20 us
+# inside their windows (and the task-side acct update inside its own).
+PRESSURE=tear_window_ns=20000
+# How long a design that must be caught may run before it is taken as
+# not caught: it runs with until=verdict, so it ends at its first anomaly,
+# or once its samples have met min_window_hits windows (100 per second of
+# this) without one.
+CATCH_CAP_S=60
 
-t_stress_seqcount() { busted clock_stalls clock=seqcount; }
+# survives PARAM...: a PRESSURE_S run with PARAMs must end SUCCESS: no
+# anomaly, and at least window_hits_needed window hits.
+survives() {
+	stress_run $PRESSURE_S "$@" || return 1
+	if [ "$verdict" = SUCCESS ]; then
+		echo "survived $(hits) window hits ($(stat_value "$stress" window_hits_local) local, needed $(stat_value "$stress" window_hits_needed))"
+		return 0
+	fi
+	echo "verdict $verdict, want SUCCESS"
+	return 1
+}
 
-t_stress_racy() { busted "acct_bad_deltas acct_timexpd_backwards" acct=racy; }
+# caught PARAM...: a design that must fail, run with PARAMs until its
+# verdict (CATCH_CAP_S at most): an expected failure when caught, with how
+# soon; a failure of the suite when not (the detector is blind) or when
+# the run saw too few windows to tell.
+caught() {
+	stress_run $CATCH_CAP_S until=verdict "$@" || return 1
+	case $verdict in
+	FAILURE)
+		echo "XFAIL: caught after $(stat_value "$stress" first_anomaly_window_hits) window hits" \
+			"($(stat_value "$stress" first_anomaly_samples) samples," \
+			"$(($(stat_value "$stress" first_anomaly_ns) / 1000)) us)"
+		return $KSFT_XFAIL ;;
+	SUCCESS)
+		echo "XPASS: not caught in $(hits) window hits: the detector is blind"
+		return $KSFT_XPASS ;;
+	esac
+	echo "verdict $verdict after ${CATCH_CAP_S} s: too few window hits to tell"
+	return 1
+}
 
-t_stress_irqsave() { busted "acct_bad_deltas acct_timexpd_backwards" acct=irqsave nmi_source=ipi; }
+t_pressure_latch() { survives $PRESSURE; }
+t_pressure_latch_tsc() { survives $PRESSURE counter=tsc; }
+t_pressure_seqcount() { caught $PRESSURE clock=seqcount; }
+t_pressure_unprotected() { caught $PRESSURE clock=unprotected; }
+t_conversion_latch() { survives disturb=conversion; }
+t_conversion_seqcount() { caught disturb=conversion clock=seqcount; }
+t_conversion_unprotected() { caught disturb=conversion clock=unprotected; }
+t_stutter_latch() { survives disturb=stutter; }
+# The acct designs race with the samples, not with the clock's writers:
+# their runs end at the first anomaly only (min_window_hits out of reach).
+t_stress_racy() { caught $PRESSURE min_window_hits=1000000000 acct=racy; }
+t_stress_irqsave() { caught $PRESSURE min_window_hits=1000000000 acct=irqsave nmi_source=ipi; }
 
 t_stress_perf_sw() {
 	stress_run 3 nmi_source=perf_sw || return 1
@@ -95,6 +132,8 @@ t_stress_perf_sw() {
 	return $ret
 }
 
+# perf_hw is a SKIP only where there is no PMU (ENOENT, ENODEV, EOPNOTSUPP):
+# any other error fails.
 t_stress_perf_hw() {
 	wait_tsc
 	load counter_bits=32 duration_s=3 nmi_source=perf_hw || { echo "insmod failed"; return 1; }
@@ -103,9 +142,11 @@ t_stress_perf_hw() {
 		why=$(log_since perf_hw | grep -m1 'nmiclock: .*perf_hw' | sed 's/^\[[^]]*\] //')
 		err=$(stat_value "$DIR/stats" perf_hw_error)
 		unload
-		[ "$err" != 0 ] || { echo "start failed but perf_hw_error is 0"; return 1; }
-		echo "SKIP: no hardware perf counter here (perf_hw_error $err): $why"
-		return 4
+		case $err in
+		-2|-19|-95) echo "SKIP: no PMU here (perf_hw_error $err): $why"; return $KSFT_SKIP ;;
+		esac
+		echo "start failed with perf_hw_error $err: $why"
+		return 1
 	fi
 	sleep 4
 	n=$(stat_value "$DIR/stats" nmi_samples)
@@ -164,7 +205,7 @@ t_start_stop_cycles() {
 		mark "cycle$i"
 		echo start >"$DIR/control" || { echo "cycle $i: start failed"; ret=1; }
 		echo stop >"$DIR/control" || { echo "cycle $i: stop failed"; ret=1; }
-		log_since "cycle$i" | grep -q 'End of test: SUCCESS (stop written to control)' &&
+		log_since "cycle$i" | grep -qE 'End of test: (SUCCESS|INCONCLUSIVE) \(stop written to control\)' &&
 			n=$((n + 1))
 		unload || { echo "cycle $i: rmmod failed"; return 1; }
 		left=$(left_behind)
@@ -174,6 +215,18 @@ t_start_stop_cycles() {
 	echo "$START_STOP cycles, $n End of test lines"
 	[ "$n" = $START_STOP ] || { echo "want $START_STOP End of test lines"; ret=1; }
 	return $ret
+}
+
+# sums BUCKET-SECTION FILE: the counts of one section of a histogram file,
+# one per line; bucket lines with a count but no bar are printed as "nobar".
+section() {
+	awk -v s="$1" '
+		/^@/ { on = ($0 == "@" s ":"); next }
+		on && match($0, /[0-9]+ \|/) {
+			n = substr($0, RSTART, RLENGTH - 2) + 0
+			print n
+			if (n > 0 && $0 !~ /\|@/) print "nobar"
+		}' "$2"
 }
 
 t_inspection_files() {
@@ -187,9 +240,19 @@ t_inspection_files() {
 	echo start >"$DIR/control"
 	sleep 3
 	while [ "$(cat "$DIR/control")" != done ]; do sleep 0.5; done
-	head -n 3 "$DIR/histogram"
-	grep -q '^@read_ns:$' "$DIR/histogram" || { echo "no histogram header"; ret=1; }
-	grep -qE '^\[[0-9]+(, [0-9]+\))?\]? +[0-9]+ \|@+ *\|$' "$DIR/histogram" || { echo "no histogram bars"; ret=1; }
+	hist=$(scratch)
+	cat "$DIR/histogram" >"$hist"
+	samples=$(stat_value "$DIR/stats" samples)
+	head -n 3 "$hist"
+	for sec in read_ns tear_error_ns; do
+		grep -q "^@$sec:\$" "$hist" || { echo "no @$sec section"; ret=1; }
+		section $sec "$hist" | grep -q nobar && { echo "@$sec: a bucket with a count but no bar"; ret=1; }
+	done
+	sum=$(section read_ns "$hist" | grep -v nobar | awk '{ s += $1 } END { print s + 0 }')
+	echo "@read_ns: $sum reads in buckets, $samples samples"
+	[ "$sum" = "$samples" ] || { echo "the read_ns buckets add up to $sum, not to the $samples samples"; ret=1; }
+	errs=$(section tear_error_ns "$hist" | grep -v nobar | awk '{ s += $1 } END { print s + 0 }')
+	[ "$errs" -gt 0 ] && [ "$errs" -le "$samples" ] || { echo "@tear_error_ns: $errs checks"; ret=1; }
 	cpus=$(online_cpus)
 	[ "$(grep -c '^cpu[0-9]*: samples=' "$DIR/percpu")" = "$cpus" ] || { echo "percpu: not one line per CPU"; ret=1; }
 	kept=$(stat_value "$DIR/anomalies" kept)
@@ -197,19 +260,26 @@ t_inspection_files() {
 	echo "anomalies kept: $kept, torn_reads: $torn"
 	[ "$kept" -gt 0 ] || { echo "no anomaly kept"; ret=1; }
 	head -n 3 "$DIR/anomalies" | tail -n 1
-	grep -qE '^0: kind=[a-z_]+ cpu=[0-9]+ ctx=(nmi|irq|task) value_ns=[0-9]+ against_ns=[0-9]+ seq=[0-9]+ copy=[01] epoch_ns=[0-9]+ at_us=[0-9]+$' "$DIR/anomalies" ||
+	grep -qE '^0: kind=[a-z_]+ cpu=[0-9]+ ctx=(nmi|irq|task) value_ns=[0-9]+ against_ns=[0-9]+ seq=[0-9]+ copy=[01] epoch_ns=[0-9]+ mult=[0-9]+ shift=[0-9]+ at_us=[0-9]+$' "$DIR/anomalies" ||
 		{ echo "anomaly 0 lacks its context"; ret=1; }
 	unload
 	return $ret
 }
 
-case_add t_stress_default "stress, default (latch, cmpxchg, auto source), $STRESS_S s: NMI samples, no error, SUCCESS"
-case_add t_stress_unprotected "stress catches clock=unprotected (torn or backwards)"
-case_add t_stress_seqcount "stress catches clock=seqcount (stalls)"
+case_add t_stress_default "stress, default (latch, cmpxchg, auto source), $STRESS_S s: NMI samples, window hits, no error, SUCCESS"
+case_add t_stress_inconclusive "stress with writers that almost never write: INCONCLUSIVE, not SUCCESS"
+case_add t_pressure_latch "pressure ($PRESSURE), $PRESSURE_S s: the latch survives, enough window hits, SUCCESS"
+case_add t_pressure_latch_tsc "pressure, counter=tsc: the latch survives, SUCCESS"
+case_add t_pressure_seqcount "pressure: clock=seqcount caught"
+case_add t_pressure_unprotected "pressure: clock=unprotected caught"
+case_add t_conversion_latch "disturb=conversion, no tear window: the latch survives, SUCCESS"
+case_add t_conversion_seqcount "disturb=conversion, no tear window: clock=seqcount caught"
+case_add t_conversion_unprotected "disturb=conversion, no tear window: clock=unprotected caught"
+case_add t_stutter_latch "disturb=stutter: the latch survives, SUCCESS"
 case_add t_stress_racy "stress catches acct=racy (bad deltas)"
 case_add t_stress_irqsave "stress catches acct=irqsave under NMI IPIs (bad deltas)"
 case_add t_stress_perf_sw "stress with nmi_source=perf_sw: hard-IRQ samples, no error"
-case_add t_stress_perf_hw "stress with nmi_source=perf_hw"
+case_add t_stress_perf_hw "stress with nmi_source=perf_hw (SKIP only without a PMU)"
 case_add t_rmmod_running "rmmod during a run stops it cleanly"
 case_add t_hotplug "CPU hotplug during a run: sources follow the CPU, no error"
 case_add t_inspection_files "histogram, percpu, anomalies and file modes"

@@ -7,7 +7,7 @@
 #
 #   -q            quick: every case, with shorter runs (3 s checks and acct
 #                 runs instead of 5, stress runs of 3 s instead of 10 and
-#                 2 s instead of 4, 5 load/unload and 10 start/stop cycles
+#                 5, 5 load/unload and 10 start/stop cycles
 #                 instead of 20 and 50, one bad value per module parameter
 #                 instead of three or four). For debug kernels, whose point is
 #                 that every path runs under lockdep, KASAN and kmemleak;
@@ -51,10 +51,10 @@ done
 
 # Lengths of the runs (see -q).
 if [ $quick = 1 ]; then
-	CHECK_S=3 ACCT_S=3 STRESS_S=3 BUSTED_S=2 START_STOP=10
+	CHECK_S=3 ACCT_S=3 STRESS_S=3 PRESSURE_S=3 START_STOP=10
 	: "${cycles:=5}"
 else
-	CHECK_S=5 ACCT_S=5 STRESS_S=10 BUSTED_S=4 START_STOP=50
+	CHECK_S=5 ACCT_S=5 STRESS_S=10 PRESSURE_S=5 START_STOP=50
 	: "${cycles:=20}"
 fi
 
