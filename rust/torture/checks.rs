@@ -29,7 +29,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use super::anomaly::{self, Kind};
 use crate::acct::Outcome;
 use crate::bench::LatHist;
-use crate::clock::{Reading, Window};
+use crate::clock::{elapsed_bound, Reading, Window};
 use crate::counter::{Counter, TscOrdered};
 use crate::coverage::{Hit, View};
 use crate::cyc_ns::{cyc_to_ns, mul_u64_u32_shr};
@@ -254,33 +254,20 @@ fn cycles_ns(cyc: u64) -> u64 {
 
 /// The interval the clock's elapsed time must fall in between two reads
 /// `cycles` counter cycles apart with at most `publishes` epoch updates
-/// (or conversion switches) taking effect between them.
-///
-/// A read is `E + floor((c - e) * x)` with `x = mult / 2^shift`, and each
-/// update makes the next epoch `E' = E + floor((e' - e) * x)`. Over `k`
-/// updates the elapsed time is a sum of `k + 1` floors minus one, of
-/// quantities whose sum is the exact `cycles * x`: each floor loses less
-/// than 1 ns and the one subtracted less than 1 ns too, so the elapsed
-/// time lies strictly between `cycles * x - k - 1` and `cycles * x + 1`.
-/// With `conv = floor(cycles * x)`, the integer interval is
-/// `[conv - k, conv + 1]`. When the conversion changed in between (a
-/// recalibration, `disturb=conversion`), the part before the change goes
-/// at one rate and the rest at the other: the bounds are taken over every
-/// conversion of the run.
-pub(crate) fn expected(cycles: u64, publishes: u64) -> (i64, i64) {
-    let (mut lo, mut hi) = (u64::MAX, 0u64);
-    for (mult, shift) in kclock::conversions() {
-        let conv = mul_u64_u32_shr(cycles, mult, shift);
-        lo = lo.min(conv);
-        hi = hi.max(conv);
+/// (or conversion switches) taking effect between them: see
+/// [`elapsed_bound`], over every conversion of the run.
+fn expected(cycles: u64, publishes: u64) -> (i64, i64) {
+    elapsed_bound(cycles, publishes, kclock::conversions())
+}
+
+/// Notes that the run has an anomaly that no sample recorded (a stall of a
+/// read outside the samples: the acct updates', the wake-up probe's),
+/// found by the run's monitor: it counts as the first, if none came
+/// before, as of now (within the monitor's period).
+pub(crate) fn note_anomaly() {
+    if FIRST_SAMPLES.load(Ordering::Relaxed) == 0 {
+        first(since_start(ffi::time::raw_fast_ns()));
     }
-    if lo > hi {
-        lo = hi;
-    }
-    (
-        (lo as i64).wrapping_sub(publishes as i64),
-        (hi as i64).wrapping_add(1),
-    )
 }
 
 /// Counts the first anomaly of the run's, if it is.

@@ -315,13 +315,17 @@ fn monitor(stopper: &Work) -> u64 {
     if !live() {
         return 0;
     }
+    let verdict = show::verdict_so_far();
+    if verdict == show::Verdict::Failure {
+        checks::note_anomaly();
+    }
     let elapsed = ffi::time::local_clock().saturating_sub(START_NS.load(Ordering::Relaxed));
     let reason = if elapsed >= u64::from(settings::get(Key::DurationS)) * 1_000_000_000 {
         Some(Reason::Duration)
     } else if settings::get(Key::Until) != UNTIL_VERDICT {
         None
     } else {
-        match show::verdict_so_far() {
+        match verdict {
             show::Verdict::Failure => Some(Reason::Anomaly),
             show::Verdict::Success => Some(Reason::Coverage),
             show::Verdict::Inconclusive => None,

@@ -303,38 +303,40 @@ pub(crate) fn histogram(w: &mut impl Write) -> fmt::Result {
             *n = n.wrapping_add(h.load(Ordering::Relaxed));
         }
     }
-    writeln!(w, "@read_ns:")?;
+    section(w, "read_ns", &counts, |b| match b {
+        0 => FmtBuf::from_fmt(format_args!("[0]")),
+        1 => FmtBuf::from_fmt(format_args!("[1]")),
+        _ => FmtBuf::from_fmt(format_args!("[{}, {})", 1u64 << (b - 1), 1u64 << b)),
+    })?;
+    section(w, "tear_error_ns", &errs, |b| {
+        if b == ERR_SIDE {
+            FmtBuf::from_fmt(format_args!("[0]"))
+        } else if b > ERR_SIDE {
+            let k = b - ERR_SIDE;
+            FmtBuf::from_fmt(format_args!("[{}, {})", 1u64 << (k - 1), 1u64 << k))
+        } else {
+            let k = ERR_SIDE - b;
+            FmtBuf::from_fmt(format_args!("(-{}, -{}]", 1u64 << k, 1u64 << (k - 1)))
+        }
+    })
+}
+
+/// Writes one histogram section: `@name:`, then a bar for every bucket
+/// from the first to the last with a count, labelled by `label`.
+fn section(
+    w: &mut impl Write,
+    name: &str,
+    counts: &[u64],
+    label: impl Fn(usize) -> FmtBuf<32>,
+) -> fmt::Result {
+    writeln!(w, "@{name}:")?;
     let max = counts.iter().copied().max().unwrap_or(0);
     if let (Some(first), Some(last)) = (
         counts.iter().position(|&n| n != 0),
         counts.iter().rposition(|&n| n != 0),
     ) {
         for (b, &n) in counts.iter().enumerate().take(last + 1).skip(first) {
-            let label = match b {
-                0 => FmtBuf::<32>::from_fmt(format_args!("[0]")),
-                1 => FmtBuf::<32>::from_fmt(format_args!("[1]")),
-                _ => FmtBuf::<32>::from_fmt(format_args!("[{}, {})", 1u64 << (b - 1), 1u64 << b)),
-            };
-            bar(w, label.as_str(), n, max)?;
-        }
-    }
-    writeln!(w, "@tear_error_ns:")?;
-    let max = errs.iter().copied().max().unwrap_or(0);
-    if let (Some(first), Some(last)) = (
-        errs.iter().position(|&n| n != 0),
-        errs.iter().rposition(|&n| n != 0),
-    ) {
-        for (b, &n) in errs.iter().enumerate().take(last + 1).skip(first) {
-            let label = if b == ERR_SIDE {
-                FmtBuf::<32>::from_fmt(format_args!("[0]"))
-            } else if b > ERR_SIDE {
-                let k = b - ERR_SIDE;
-                FmtBuf::<32>::from_fmt(format_args!("[{}, {})", 1u64 << (k - 1), 1u64 << k))
-            } else {
-                let k = ERR_SIDE - b;
-                FmtBuf::<32>::from_fmt(format_args!("(-{}, -{}]", 1u64 << k, 1u64 << (k - 1)))
-            };
-            bar(w, label.as_str(), n, max)?;
+            bar(w, label(b).as_str(), n, max)?;
         }
     }
     Ok(())

@@ -42,7 +42,7 @@
 //! (where `loom` checks the latch) from this file.
 
 use crate::counter::Counter;
-use crate::cyc_ns::{cyc_to_ns, max_cycles};
+use crate::cyc_ns::{cyc_to_ns, max_cycles, mul_u64_u32_shr};
 use crate::spin::{cond_load_acquire_timeout, SpinBudget, DEFAULT_POLL_COUNT};
 use crate::sync::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 
@@ -672,4 +672,42 @@ impl<P: Protection, C: Counter, T: TimeSource> ClockSource for Clock<P, C, T> {
     fn set_wait_budget_ns(&self, ns: u64) {
         self.budget_ns.store(ns, Ordering::Relaxed);
     }
+}
+
+/// The interval, in ns, that a clock's elapsed time between two reads must
+/// lie in when the reads' counter values are `cycles` apart and at most
+/// `publishes` epoch updates (or conversion switches) took effect between
+/// them, the clock having used only the `conversions` given
+/// (`(mult, shift)` pairs).
+///
+/// A read is `E + floor((c - e) * x)` with `x = mult / 2^shift`, and each
+/// update makes the next epoch `E' = E + floor((e' - e) * x)`. Over `k`
+/// updates the elapsed time is a sum of `k + 1` floors less one, of
+/// quantities whose sum is the exact `cycles * x`: each floor loses less
+/// than 1 ns and the one subtracted less than 1 ns too, so the elapsed time
+/// lies strictly between `cycles * x - k - 1` and `cycles * x + 1`. With
+/// `conv = floor(cycles * x)`, the integer interval is `[conv - k,
+/// conv + 1]`. When the conversion changed in between, the part before the
+/// change goes at one rate and the rest at the other: the ends are taken
+/// over every conversion. No `conversions` gives `(0, 1)` less
+/// `publishes`. Nothing here can panic; the multiply is the full 96-bit
+/// one.
+pub fn elapsed_bound(
+    cycles: u64,
+    publishes: u64,
+    conversions: impl Iterator<Item = (u32, u32)>,
+) -> (i64, i64) {
+    let (mut lo, mut hi) = (u64::MAX, 0u64);
+    for (mult, shift) in conversions {
+        let conv = mul_u64_u32_shr(cycles, mult, shift);
+        lo = lo.min(conv);
+        hi = hi.max(conv);
+    }
+    if lo > hi {
+        lo = hi;
+    }
+    (
+        (lo as i64).wrapping_sub(publishes as i64),
+        (hi as i64).wrapping_add(1),
+    )
 }

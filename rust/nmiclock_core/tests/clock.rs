@@ -420,3 +420,94 @@ fn writers_mark_their_windows_and_the_latch_reads_the_other_copy() {
     assert_eq!(Window::from_u32(0), None);
     assert_eq!(Window::from_u32(5), None);
 }
+
+/// A small deterministic generator for the property tests below.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 17
+    }
+}
+
+static C6: FakeCounter = FakeCounter::new(0);
+
+#[test]
+fn elapsed_time_stays_within_the_derived_bound_across_updates() {
+    let (mult, shift) = tsc_pair();
+    let alt = (mult * 2, shift + 1);
+    let mut rng = Lcg(1);
+    for switch in [false, true] {
+        let clock = Clock::new(Latch::new(), Shared(&C6), no_time as fn() -> u64);
+        let mut now = 1_000_000u64;
+        C6.set(now);
+        assert!(clock.start(5_000_000, mult, shift, u64::MAX));
+        let mut widest = (0i64, 0i64);
+        for _ in 0..2_000 {
+            let a = clock.read();
+            // k updates at random moments, then the second read.
+            let k = rng.next() % 8;
+            for i in 0..k {
+                now += rng.next() % 100_000;
+                C6.set(now);
+                if switch && i % 2 == 0 {
+                    let (m, s) = if clock.data().mult == mult {
+                        alt
+                    } else {
+                        (mult, shift)
+                    };
+                    assert!(clock.recalibrate(m, s, &mut || {}));
+                } else {
+                    clock.update_epoch(&mut || {});
+                }
+            }
+            now += rng.next() % 100_000;
+            C6.set(now);
+            let b = clock.read();
+            let conversions = [(mult, shift), alt];
+            let used = if switch {
+                &conversions[..]
+            } else {
+                &conversions[..1]
+            };
+            let (lo, hi) =
+                nmiclock_core::clock::elapsed_bound(b.now_cyc - a.now_cyc, k, used.iter().copied());
+            let d = (b.ns - a.ns) as i64;
+            assert!(
+                (lo..=hi).contains(&d),
+                "elapsed {d} outside [{lo}, {hi}] after {k} updates (switch {switch})"
+            );
+            widest = (widest.0.min(d - hi), widest.1.max(d - lo));
+        }
+        // The bound is tight: reads use most of it, and lose to rounding.
+        assert!(widest.1 > 0, "{widest:?}");
+    }
+}
+
+#[test]
+fn a_torn_read_falls_outside_the_bound() {
+    let (mult, shift) = tsc_pair();
+    // Unprotected, read from the writer's pause: new epoch_cyc, old
+    // epoch_ns, 50 ms after the previous epoch.
+    let clock = Clock::new(Unprotected::new(), Shared(&C6), no_time as fn() -> u64);
+    C6.set(1_000);
+    assert!(clock.start(0, mult, shift, u64::MAX));
+    let a = clock.read();
+    C6.set(1_000 + 105_000_000);
+    let mut torn = None;
+    clock.update_epoch(&mut || torn = Some(clock.read()));
+    let b = torn.unwrap();
+    let (lo, hi) =
+        nmiclock_core::clock::elapsed_bound(b.now_cyc - a.now_cyc, 1, [(mult, shift)].into_iter());
+    let d = b.ns.wrapping_sub(a.ns) as i64;
+    assert!(d < lo || d > hi, "torn {d} inside [{lo}, {hi}]");
+    // And the empty conversion list gives a bound of 0 cycles' worth.
+    assert_eq!(
+        nmiclock_core::clock::elapsed_bound(5, 2, [].into_iter()),
+        (-2, 1)
+    );
+}
