@@ -10,7 +10,6 @@
 //! | `stress run`  | `start` to `control`, `autostart`  | the run stops        |
 //! | `check`       | a write to `check`                 | the check returns    |
 //! | `acct run`    | a write to `acct`                  | the run returns      |
-//! | `acct_bench`  | a write to `acct_bench`            | the bench returns    |
 //! | `bench`       | a write to `bench`                 | the bench returns    |
 //! | `config`      | a write to `config`                | the write returns    |
 //! | `reset`       | `reset` to `control`               | the reset returns    |
@@ -33,8 +32,6 @@ pub(crate) enum Activity {
     Check,
     /// The acct updater (`acct`).
     Acct,
-    /// The acct cost benchmark (`acct_bench`).
-    AcctBench,
     /// The benchmark (`bench`).
     Bench,
     /// A `config` write.
@@ -45,11 +42,10 @@ pub(crate) enum Activity {
 
 impl Activity {
     /// Every activity, in `repr` order from 1.
-    const ALL: [Self; 7] = [
+    const ALL: [Self; 6] = [
         Self::Stress,
         Self::Check,
         Self::Acct,
-        Self::AcctBench,
         Self::Bench,
         Self::Config,
         Self::Reset,
@@ -65,7 +61,6 @@ impl Activity {
             Self::Stress => "a stress run",
             Self::Check => "a check",
             Self::Acct => "an acct run",
-            Self::AcctBench => "an acct_bench",
             Self::Bench => "a bench",
             Self::Config => "a config write",
             Self::Reset => "a reset",

@@ -488,16 +488,18 @@ fn elapsed_time_stays_within_the_derived_bound_across_updates() {
     }
 }
 
+static C7: FakeCounter = FakeCounter::new(0);
+
 #[test]
 fn a_torn_read_falls_outside_the_bound() {
     let (mult, shift) = tsc_pair();
     // Unprotected, read from the writer's pause: new epoch_cyc, old
     // epoch_ns, 50 ms after the previous epoch.
-    let clock = Clock::new(Unprotected::new(), Shared(&C6), no_time as fn() -> u64);
-    C6.set(1_000);
+    let clock = Clock::new(Unprotected::new(), Shared(&C7), no_time as fn() -> u64);
+    C7.set(1_000);
     assert!(clock.start(0, mult, shift, u64::MAX));
     let a = clock.read();
-    C6.set(1_000 + 105_000_000);
+    C7.set(1_000 + 105_000_000);
     let mut torn = None;
     clock.update_epoch(&mut || torn = Some(clock.read()));
     let b = torn.unwrap();
