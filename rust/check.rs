@@ -93,7 +93,6 @@ impl CpuResult {
 
 static RESULTS: PerCpu<CpuResult> = PerCpu::new();
 
-static RUNNING: AtomicBool = AtomicBool::new(false);
 static RUNS: AtomicU64 = AtomicU64::new(0);
 static CPUS: AtomicU32 = AtomicU32::new(0);
 static DURATION_MS: AtomicU64 = AtomicU64::new(0);
@@ -118,6 +117,17 @@ enum Stop {
     Windows = 1,
     /// Time went backwards.
     Caught = 2,
+}
+
+impl Stop {
+    /// The name of a stored `Stop as u32`, for the `check` file.
+    fn name_of(v: u32) -> &'static str {
+        match v {
+            v if v == Self::Windows as u32 => "windows",
+            v if v == Self::Caught as u32 => "caught",
+            _ => "duration",
+        }
+    }
 }
 
 /// The check's per-CPU results, installed at load; dropping it removes
@@ -274,7 +284,6 @@ pub(crate) fn write(input: &[u8]) -> Result {
         return Err(EINVAL);
     };
     let _guard = Guard::try_begin(Activity::Check, "check")?;
-    RUNNING.store(true, Ordering::Relaxed);
     for (_, s) in RESULTS.iter() {
         for c in s.all() {
             c.store(0, Ordering::Relaxed);
@@ -294,13 +303,12 @@ pub(crate) fn write(input: &[u8]) -> Result {
         Ordering::Relaxed,
     );
     RUNS.fetch_add(1, Ordering::Relaxed);
-    RUNNING.store(false, Ordering::Relaxed);
     ret
 }
 
 /// Writes the `check` file: the last check's results, totals then per CPU.
 pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
-    let running = RUNNING.load(Ordering::Relaxed);
+    let running = crate::activity::current() == Some(Activity::Check);
     let first = FIRST_CATCH.load(Ordering::Relaxed);
     writeln!(w, "state: {}", if running { "running" } else { "idle" })?;
     writeln!(w, "runs: {}", RUNS.load(Ordering::Relaxed))?;
@@ -314,11 +322,7 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
     writeln!(
         w,
         "stopped: {}",
-        match STOPPED.load(Ordering::Relaxed) {
-            1 => "windows",
-            2 => "caught",
-            _ => "duration",
-        }
+        Stop::name_of(STOPPED.load(Ordering::Relaxed))
     )?;
     writeln!(w, "cpus: {}", CPUS.load(Ordering::Relaxed))?;
     writeln!(w, "reads: {}", RESULTS.sum(|s| &s.reads))?;

@@ -20,7 +20,7 @@
 //! [`bench_update`].
 
 use core::fmt::{self, Write};
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use kernel::prelude::*;
 
@@ -116,7 +116,6 @@ impl AcctSlot {
 
 static SLOTS: PerCpu<AcctSlot> = PerCpu::new();
 
-static RUNNING: AtomicBool = AtomicBool::new(false);
 static RUNS: AtomicU64 = AtomicU64::new(0);
 static RUN_NS: AtomicU64 = AtomicU64::new(0);
 static RUN_CPUS: AtomicU32 = AtomicU32::new(0);
@@ -234,11 +233,9 @@ pub(crate) fn cpu_counts(cpu: u32) -> (u64, u64, u64) {
     })
 }
 
-/// The interrupt side: a pinned hrtimer on each CPU, in hard-IRQ context.
+/// The interrupt side: a pinned hrtimer on each CPU, in hard-IRQ context,
+/// for as long as its worker keeps it.
 fn irq_tick() -> u64 {
-    if !RUNNING.load(Ordering::Relaxed) {
-        return 0;
-    }
     update_here(Context::Irq, 0);
     IRQ_PERIOD_NS
 }
@@ -304,9 +301,7 @@ pub(crate) fn write(input: &[u8]) -> Result {
     reset();
     RUN_NS.store(u64::from(ms) * 1_000_000, Ordering::Relaxed);
     RUN_CPUS.store(ffi::cpu::num_online_cpus(), Ordering::Relaxed);
-    RUNNING.store(true, Ordering::Relaxed);
     let ret = ffi::kthread::run_on_each_cpu(&worker);
-    RUNNING.store(false, Ordering::Relaxed);
     // Every update has finished: the integrals must match their shadows.
     check_integrals();
     RUNS.fetch_add(1, Ordering::Relaxed);
@@ -325,7 +320,7 @@ pub(crate) fn show_stats(w: &mut impl Write) -> fmt::Result {
 
 /// Writes the `acct` file: the last run's results, totals then per CPU.
 pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
-    let running = RUNNING.load(Ordering::Relaxed);
+    let running = crate::activity::current() == Some(Activity::Acct);
     writeln!(w, "acct: {}", settings::name_of(Key::Acct))?;
     writeln!(w, "state: {}", if running { "running" } else { "idle" })?;
     writeln!(w, "runs: {}", RUNS.load(Ordering::Relaxed))?;

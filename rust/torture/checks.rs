@@ -27,6 +27,7 @@
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use super::anomaly::{self, Kind};
+use super::CPUS;
 use crate::acct::Outcome;
 use crate::bench::LatHist;
 use crate::clock::{elapsed_bound, Reading, Window};
@@ -142,11 +143,9 @@ static START_REF: AtomicU64 = AtomicU64::new(0);
 /// The clock's conversion when the run started, to time reads.
 static MULT: AtomicU32 = AtomicU32::new(0);
 static SHIFT: AtomicU32 = AtomicU32::new(0);
-/// Samples and window hits so far, on all CPUs.
-static SAMPLES: AtomicU64 = AtomicU64::new(0);
-static HITS: AtomicU64 = AtomicU64::new(0);
-/// When the first anomaly came: [`SAMPLES`], [`HITS`] and the time since
-/// the start (ns), each plus one (0: none yet).
+/// When the first anomaly came: the samples and window hits up to it, on
+/// all CPUs, and the time since the start (ns), each plus one (0: none
+/// yet).
 static FIRST_SAMPLES: AtomicU64 = AtomicU64::new(0);
 static FIRST_HITS: AtomicU64 = AtomicU64::new(0);
 static FIRST_NS: AtomicU64 = AtomicU64::new(0);
@@ -168,7 +167,7 @@ pub(crate) fn start_run() {
     MULT.store(mult, Ordering::Relaxed);
     SHIFT.store(shift, Ordering::Relaxed);
     START_REF.store(ffi::time::raw_fast_ns(), Ordering::Relaxed);
-    for a in [&SAMPLES, &HITS, &FIRST_SAMPLES, &FIRST_HITS, &FIRST_NS] {
+    for a in [&FIRST_SAMPLES, &FIRST_HITS, &FIRST_NS] {
         a.store(0, Ordering::Relaxed);
     }
     let r = kclock::read();
@@ -176,8 +175,9 @@ pub(crate) fn start_run() {
     START_CYC.store(r.now_cyc, Ordering::Relaxed);
 }
 
-/// When the first anomaly came: samples and window hits before it, and ns
-/// since the start; `None` if none came.
+/// When the first anomaly came: samples and window hits up to it (the
+/// sample that found it included), and ns since the start; `None` if none
+/// came.
 pub(crate) fn first_anomaly() -> Option<(u64, u64, u64)> {
     let s = FIRST_SAMPLES.load(Ordering::Relaxed);
     (s != 0).then(|| {
@@ -190,9 +190,9 @@ pub(crate) fn first_anomaly() -> Option<(u64, u64, u64)> {
 }
 
 /// How far the clock's rate over the run so far is from the counter's by
-/// the run's starting conversion, in parts per billion (negative: slow),
-/// with the elapsed ns it was measured over. Task context.
-pub(crate) fn rate_error_ppb() -> (i64, u64) {
+/// the run's starting conversion, in parts per billion (negative: slow).
+/// Task context.
+pub(crate) fn rate_error_ppb() -> i64 {
     let r = kclock::read();
     let elapsed = r.ns.wrapping_sub(START_NS.load(Ordering::Relaxed));
     let cycles = r.now_cyc.wrapping_sub(START_CYC.load(Ordering::Relaxed));
@@ -202,13 +202,11 @@ pub(crate) fn rate_error_ppb() -> (i64, u64) {
         SHIFT.load(Ordering::Relaxed),
     );
     if by_counter == 0 {
-        return (0, 0);
+        return 0;
     }
     let off = elapsed.wrapping_sub(by_counter) as i64;
-    let ppb = off
-        .checked_mul(1_000_000_000)
-        .map_or(i64::MAX, |v| v / (by_counter as i64).max(1));
-    (ppb, elapsed)
+    off.checked_mul(1_000_000_000)
+        .map_or(i64::MAX, |v| v / (by_counter as i64).max(1))
 }
 
 fn inc(c: &AtomicU64) {
@@ -265,22 +263,24 @@ fn expected(cycles: u64, publishes: u64) -> (i64, i64) {
 /// found by the run's monitor: it counts as the first, if none came
 /// before, as of now (within the monitor's period).
 pub(crate) fn note_anomaly() {
-    if FIRST_SAMPLES.load(Ordering::Relaxed) == 0 {
-        first(since_start(ffi::time::raw_fast_ns()));
-    }
+    first(since_start(ffi::time::raw_fast_ns()));
 }
 
-/// Counts the first anomaly of the run's, if it is.
+/// Counts the first anomaly of the run's, if it is. The totals are summed
+/// only then, once a run: the samples do not keep global counts.
 fn first(at_ns: u64) {
-    let samples = SAMPLES.load(Ordering::Relaxed).wrapping_add(1);
+    if FIRST_SAMPLES.load(Ordering::Relaxed) != 0 {
+        return;
+    }
+    let samples = CPUS.sum(|c| &c.checks.samples).wrapping_add(1);
     if FIRST_SAMPLES
         .compare_exchange(0, samples, Ordering::AcqRel, Ordering::Relaxed)
         .is_ok()
     {
-        FIRST_HITS.store(
-            HITS.load(Ordering::Relaxed).wrapping_add(1),
-            Ordering::Relaxed,
-        );
+        let hits = CPUS
+            .sum(|c| &c.checks.hits_local)
+            .wrapping_add(CPUS.sum(|c| &c.checks.hits_remote));
+        FIRST_HITS.store(hits.wrapping_add(1), Ordering::Relaxed);
         FIRST_NS.store(at_ns.wrapping_add(1), Ordering::Relaxed);
     }
 }
@@ -318,7 +318,6 @@ fn cover(c: &Cpu, hit: &Hit, r: &Reading) {
     if !hit.any() {
         return;
     }
-    HITS.fetch_add(1, Ordering::Relaxed);
     if hit.local.is_some() {
         inc(&c.hits_local);
     } else {
@@ -355,7 +354,6 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
     let started = kclock::publishes_started();
     let v1 = View::now();
     cover(c, &Hit::between(v0, v1), &r);
-    SAMPLES.fetch_add(1, Ordering::Relaxed);
     if let Some(h) = c.hist.get(bucket(cycles_ns(t1.wrapping_sub(t0)))) {
         inc(h);
     }

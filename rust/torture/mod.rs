@@ -173,8 +173,6 @@ static CPUS: PerCpu<CpuRun> = PerCpu::new();
 
 /// Sample period of the run in progress.
 static PERIOD_NS: AtomicU64 = AtomicU64::new(0);
-/// The source of the run in progress.
-static SOURCE: AtomicU32 = AtomicU32::new(0);
 static START_NS: AtomicU64 = AtomicU64::new(0);
 static END_NS: AtomicU64 = AtomicU64::new(0);
 
@@ -348,7 +346,6 @@ fn build(guard: Guard, stopper: &Arc<Work>) -> Result<KBox<Run>> {
     let stopper = stopper.clone();
     let deadline = HrTimer::new(move || monitor(&stopper))?;
     let (source, part) = source::choose_and_start(period_ns)?;
-    SOURCE.store(source as u32, Ordering::Relaxed);
     let mut run = KBox::new(
         Run {
             deadline,

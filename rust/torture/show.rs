@@ -168,7 +168,7 @@ static LAST_VERDICT: AtomicU64 = AtomicU64::new(0);
 
 /// Takes the measures that need the clock at the end of a run.
 pub(crate) fn end_run() {
-    RATE_ERROR_PPB.store(checks::rate_error_ppb().0, Ordering::Relaxed);
+    RATE_ERROR_PPB.store(checks::rate_error_ppb(), Ordering::Relaxed);
 }
 
 /// A signed count that is -1 for "none".

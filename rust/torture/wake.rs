@@ -75,7 +75,7 @@ impl Cpu {
 /// The sleeper on one CPU: sleeps until the controller wakes it, then
 /// measures how long that took.
 pub(crate) fn sleeper(k: &Kthread) {
-    let tick = crate::kacct::min_delta_ns();
+    let tick = crate::ffi::time::tick_nsec();
     while !k.should_stop() {
         let Some(c) = CPUS.this_cpu().map(|c| &c.wake) else {
             return;

@@ -446,7 +446,9 @@ fn elapsed_time_stays_within_the_derived_bound_across_updates() {
         let mut now = 1_000_000u64;
         C6.set(now);
         assert!(clock.start(5_000_000, mult, shift, u64::MAX));
-        let mut widest = (0i64, 0i64);
+        // Reads that lost more than the last conversion's rounding to the
+        // updates in between: without the `- k` term they would look torn.
+        let mut lost = 0;
         for _ in 0..2_000 {
             let a = clock.read();
             // k updates at random moments, then the second read.
@@ -481,10 +483,14 @@ fn elapsed_time_stays_within_the_derived_bound_across_updates() {
                 (lo..=hi).contains(&d),
                 "elapsed {d} outside [{lo}, {hi}] after {k} updates (switch {switch})"
             );
-            widest = (widest.0.min(d - hi), widest.1.max(d - lo));
+            if d < hi - 1 {
+                lost += 1;
+            }
         }
-        // The bound is tight: reads use most of it, and lose to rounding.
-        assert!(widest.1 > 0, "{widest:?}");
+        assert!(
+            lost > 0,
+            "no read lost rounding to its updates: the test shows nothing"
+        );
     }
 }
 

@@ -130,8 +130,10 @@ t_variants() {
 
 # The sample consumer: it refuses to load unless the clock moved forward at
 # every read; its first read must also be the time (nmiclock's clock starts
-# at local_clock(), which stamps printk lines): within 10 ms of its line's
-# stamp.
+# at local_clock(), which stamps printk lines): within 500 ms of its line's
+# stamp. That is far more than the two ever differ, but a vCPU descheduled
+# between the read and the print moves the stamp by milliseconds; a clock
+# stuck at 0 is off by the uptime, seconds by now.
 t_sample() {
 	[ -e "$sample" ] || { echo "SKIP: $sample not found"; return 4; }
 	load || { echo "insmod nmiclock failed"; return 1; }
@@ -147,7 +149,7 @@ t_sample() {
 		v = $(NF - 1) / 1000; d = us - v; if (d < 0) d = -d
 		printf "%d", d; exit }')
 	echo "read 0 is ${off:-?} us from its line's local_clock() stamp"
-	{ is_number "$off" && [ "$off" -le 10000 ]; } || { echo "read 0 is not the time"; ret=1; }
+	{ is_number "$off" && [ "$off" -le 500000 ]; } || { echo "read 0 is not the time"; ret=1; }
 	rmmod nmiclock_sample || { echo "rmmod nmiclock_sample failed"; ret=1; }
 	unload || ret=1
 	return $ret
