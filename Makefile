@@ -8,6 +8,8 @@
 #                                 (pass the same LLVM=/RUSTC= it was built with)
 #   make PROVISIONED=1            against the kernel scripts/provision built
 #                                 (FLAVOUR=default), with its toolchain
+#   make PROVISIONED=1 ARCH=arm64 against the arm64 kernel scripts/provision
+#                                 --arch arm64 built (cross-compiled)
 #   make clean | modules_install | help
 #
 # The project's two main commands are scripts/run-main and scripts/run-tests
@@ -18,11 +20,12 @@ KDIR ?= /lib/modules/$(shell uname -r)/build
 FLAVOUR ?= default
 
 ifneq ($(PROVISIONED),)
-KDIR := $(shell $(CURDIR)/scripts/provision --flavour $(FLAVOUR) --print-kdir)
+PROVISION_ARCH := --arch $(or $(ARCH),x86_64)
+KDIR := $(shell $(CURDIR)/scripts/provision $(PROVISION_ARCH) --flavour $(FLAVOUR) --print-kdir)
 ifeq ($(KDIR),)
-$(error no provisioned '$(FLAVOUR)' kernel: run scripts/provision first)
+$(error no provisioned '$(FLAVOUR)' kernel for $(or $(ARCH),x86_64): run scripts/provision $(PROVISION_ARCH) first)
 endif
-TOOLCHAIN := $(shell $(CURDIR)/scripts/provision --print-make-vars)
+TOOLCHAIN := $(shell $(CURDIR)/scripts/provision $(PROVISION_ARCH) --print-make-vars)
 endif
 
 KMAKE = $(MAKE) -C $(KDIR) M=$(CURDIR) $(TOOLCHAIN)
@@ -52,6 +55,6 @@ bench:
 	scripts/run-bench
 
 help:
-	@sed -n '3,16p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,18p' Makefile | sed 's/^# \{0,1\}//'
 
 .PHONY: all modules modules_install clean run check bench help

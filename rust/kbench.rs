@@ -33,9 +33,10 @@ use kernel::prelude::*;
 
 use crate::acct::AcctRecord;
 use crate::activity::{Activity, Guard};
+use crate::arch::{Bare, Ordered};
 use crate::bench::{median, parse_args, ratio_milli, BenchArgs, LatHist, Milli};
 use crate::clock::ClockSource;
-use crate::counter::{Counter, Tsc, TscOrdered};
+use crate::counter::Counter;
 use crate::cyc_ns::cyc_to_ns;
 use crate::ffi;
 use crate::ffi::hrtimer::HrTimer;
@@ -60,9 +61,9 @@ fn block<O: Op>(rec: &AcctRecord, loops: u32) {
 
 /// TSC cycles of one operation, between two ordered TSC reads.
 fn single<O: Op>(rec: &AcctRecord) -> u64 {
-    let t0 = TscOrdered.read();
+    let t0 = Ordered.read();
     O::op(rec);
-    TscOrdered.read().wrapping_sub(t0)
+    Ordered.read().wrapping_sub(t0)
 }
 
 /// What a row measures, for the ratio column.
@@ -106,23 +107,20 @@ macro_rules! read_op {
     };
 }
 
-read_op!(RdtscOrdered, TscOrdered.read());
-read_op!(Rdtsc, Tsc.read());
+read_op!(CounterOrdered, Ordered.read());
+read_op!(CounterBare, Bare.read());
 read_op!(SchedClock, ffi::time::sched_clock());
 read_op!(LocalClock, ffi::time::local_clock());
 read_op!(MonoFast, ffi::time::mono_fast_ns());
 read_op!(RealFast, ffi::time::real_fast_ns());
 read_op!(KtimeGetNs, ffi::time::ktime_get_ns());
 read_op!(NmiclockSchedClock, kclock::nmiclock_sched_clock());
-read_op!(LatchOrdered, kclock::LATCH_TSC_ORDERED.read().ns);
-read_op!(LatchBare, kclock::LATCH_TSC.read().ns);
-read_op!(SeqcountOrdered, kclock::SEQCOUNT_TSC_ORDERED.read().ns);
-read_op!(SeqcountBare, kclock::SEQCOUNT_TSC.read().ns);
-read_op!(
-    UnprotectedOrdered,
-    kclock::UNPROTECTED_TSC_ORDERED.read().ns
-);
-read_op!(UnprotectedBare, kclock::UNPROTECTED_TSC.read().ns);
+read_op!(LatchOrdered, kclock::LATCH_ORDERED.read().ns);
+read_op!(LatchBare, kclock::LATCH_BARE.read().ns);
+read_op!(SeqcountOrdered, kclock::SEQCOUNT_ORDERED.read().ns);
+read_op!(SeqcountBare, kclock::SEQCOUNT_BARE.read().ns);
+read_op!(UnprotectedOrdered, kclock::UNPROTECTED_ORDERED.read().ns);
+read_op!(UnprotectedBare, kclock::UNPROTECTED_BARE.read().ns);
 
 /// The kernel's tick (`TICK_NSEC`), read once per benchmark.
 static TICK_NS: AtomicU64 = AtomicU64::new(0);
@@ -164,21 +162,50 @@ const ACCT_APPLY_ROW: usize = 17;
 
 const NROWS: usize = 20;
 
+/// This architecture's names of the counter and clock rows.
+const B: [&str; 8] = crate::arch::BENCH_ROWS;
+
+/// Whether `row` is `prefix` then `counter`, at compile time.
+const fn named(row: &str, prefix: &str, counter: &str) -> bool {
+    let (r, p, c) = (row.as_bytes(), prefix.as_bytes(), counter.as_bytes());
+    if r.len() != p.len() + c.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < r.len() {
+        let want = if i < p.len() { p[i] } else { c[i - p.len()] };
+        if r[i] != want {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+// The clock rows must name the counters as the setting `counter` does, or
+// `update_target()` would not find their clocks.
+const _: () = {
+    let [o, b] = kclock::COUNTERS;
+    assert!(named(B[2], "latch/", o) && named(B[3], "latch/", b));
+    assert!(named(B[4], "seqcount/", o) && named(B[5], "seqcount/", b));
+    assert!(named(B[6], "unprotected/", o) && named(B[7], "unprotected/", b));
+};
+
 static ROWS: [Row; NROWS] = [
-    row::<RdtscOrdered>("rdtsc_ordered (floor)", Group::Read),
-    row::<Rdtsc>("rdtsc (floor)", Group::Read),
+    row::<CounterOrdered>(B[0], Group::Read),
+    row::<CounterBare>(B[1], Group::Read),
     row::<SchedClock>("sched_clock()", Group::Read),
     row::<LocalClock>("local_clock()", Group::Read),
     row::<MonoFast>("ktime_get_mono_fast_ns()", Group::Read),
     row::<RealFast>("ktime_get_real_fast_ns()", Group::Read),
     row::<KtimeGetNs>("ktime_get_ns()", Group::Read),
     row::<NmiclockSchedClock>("nmiclock_sched_clock()", Group::Read),
-    row::<LatchOrdered>("latch/tsc_ordered", Group::Read),
-    row::<LatchBare>("latch/tsc", Group::Read),
-    row::<SeqcountOrdered>("seqcount/tsc_ordered", Group::Read),
-    row::<SeqcountBare>("seqcount/tsc", Group::Read),
-    row::<UnprotectedOrdered>("unprotected/tsc_ordered", Group::Read),
-    row::<UnprotectedBare>("unprotected/tsc", Group::Read),
+    row::<LatchOrdered>(B[2], Group::Read),
+    row::<LatchBare>(B[3], Group::Read),
+    row::<SeqcountOrdered>(B[4], Group::Read),
+    row::<SeqcountBare>(B[5], Group::Read),
+    row::<UnprotectedOrdered>(B[6], Group::Read),
+    row::<UnprotectedBare>(B[7], Group::Read),
     row::<AcctOp<0, true>>("acct cmpxchg (tick)", Group::AcctTick),
     row::<AcctOp<1, true>>("acct irqsave (tick)", Group::AcctTick),
     row::<AcctOp<2, true>>("acct racy (tick)", Group::AcctTick),
@@ -281,8 +308,8 @@ fn timing_overhead() -> u64 {
     ffi::cpu::with_preemption_disabled(|| {
         (0..1000)
             .map(|_| {
-                let t0 = TscOrdered.read();
-                TscOrdered.read().wrapping_sub(t0)
+                let t0 = Ordered.read();
+                Ordered.read().wrapping_sub(t0)
             })
             .min()
             .unwrap_or(0)

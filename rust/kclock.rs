@@ -22,10 +22,11 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use crate::activity::Guard;
+use crate::arch::{Bare, Ordered};
 use crate::clock::{
     Clock, ClockData, ClockSource, EpochUpdate, Latch, Protection, Reading, Seqcount, Unprotected,
 };
-use crate::counter::{mask_for_bits, Counter, Tsc, TscOrdered};
+use crate::counter::{mask_for_bits, Counter};
 use crate::coverage::Marker;
 use crate::cyc_ns::{calc_mult_shift, NSEC_PER_MSEC};
 use crate::ffi;
@@ -66,24 +67,25 @@ macro_rules! clocks {
 }
 
 clocks! {
-    LATCH_TSC_ORDERED: Latch over TscOrdered;
-    LATCH_TSC: Latch over Tsc;
-    SEQCOUNT_TSC_ORDERED: Seqcount over TscOrdered;
-    SEQCOUNT_TSC: Seqcount over Tsc;
-    UNPROTECTED_TSC_ORDERED: Unprotected over TscOrdered;
-    UNPROTECTED_TSC: Unprotected over Tsc;
+    LATCH_ORDERED: Latch over Ordered;
+    LATCH_BARE: Latch over Bare;
+    SEQCOUNT_ORDERED: Seqcount over Ordered;
+    SEQCOUNT_BARE: Seqcount over Bare;
+    UNPROTECTED_ORDERED: Unprotected over Ordered;
+    UNPROTECTED_BARE: Unprotected over Bare;
 }
 
 /// The protections' names (setting `clock`).
 pub(crate) const PROTECTIONS: [&str; 3] = [Latch::NAME, Seqcount::NAME, Unprotected::NAME];
-/// The counters' names (setting `counter`).
-pub(crate) const COUNTERS: [&str; 2] = [TscOrdered::NAME, Tsc::NAME];
+/// The counters' names (setting `counter`): this architecture's pair (see
+/// [`crate::arch`]), ordered first.
+pub(crate) const COUNTERS: [&str; 2] = [Ordered::NAME, Bare::NAME];
 
 /// Shortest epoch update period, whatever the counter width asks for.
 const MIN_INTERVAL_NS: u64 = 5_000;
 
-/// Longest epoch update period: also how soon a new TSC calibration (the
-/// kernel refines `tsc_khz` after boot) is picked up.
+/// Longest epoch update period: also how soon a new counter calibration
+/// (on x86 the kernel refines `tsc_khz` after boot) is picked up.
 const MAX_INTERVAL_NS: u64 = 1_000_000_000;
 
 /// Range of the cycles->ns conversion: one hour, in ms (kHz-based pair).
@@ -95,8 +97,8 @@ const WAIT_BUDGET_NS: u64 = 50_000;
 /// Index into [`CLOCKS`] of the running clock; out of range when none.
 static ACTIVE: AtomicUsize = AtomicUsize::new(usize::MAX);
 static INTERVAL_NS: AtomicU64 = AtomicU64::new(0);
-/// `tsc_khz` the running conversion was computed from.
-static TSC_KHZ: AtomicU32 = AtomicU32::new(0);
+/// Counter rate (kHz) the running conversion was computed from.
+static COUNTER_KHZ: AtomicU32 = AtomicU32::new(0);
 
 /// Counters of one CPU, in their own cache line.
 #[repr(align(64))]
@@ -156,7 +158,7 @@ const _: () = {
     let _: unsafe extern "C" fn() -> u64 = nmiclock_sched_clock;
 };
 
-/// The conversion for a `khz` TSC: kHz-based like the kernel's `cyc2ns`.
+/// The conversion for a `khz` counter: kHz-based like the kernel's `cyc2ns`.
 fn conversion(khz: u32) -> Option<crate::cyc_ns::MultShift> {
     calc_mult_shift(khz, NSEC_PER_MSEC, CONVERSION_RANGE_MS)
 }
@@ -276,7 +278,7 @@ fn alternate(mult: u32, shift: u32) -> (u32, u32) {
 
 /// `disturb=conversion`: switches the running clock between its base
 /// conversion and [`alternate`] of it, carrying the epoch across as
-/// `sched_clock_register()` and a TSC recalibration do, marking the window
+/// `sched_clock_register()` and a counter recalibration do, marking the window
 /// and pausing `tear_window_ns` inside it. The rate stays the same, so the
 /// clock stays right; a reader that mixes the two pairs' fields reads half
 /// or twice the time since the epoch. Same contexts as [`update_epoch`].
@@ -302,7 +304,7 @@ pub(crate) fn switch_conversion() {
 
 /// The epoch updater's hrtimer callback, in hard-IRQ context.
 ///
-/// When the kernel has recalibrated the TSC since the last update, the
+/// When the kernel has recalibrated the counter since the last update, the
 /// clock switches to the new conversion without a step in time (as the
 /// kernel re-registers `sched_clock`), so it keeps agreeing with
 /// `local_clock()`; then it moves the epoch.
@@ -310,12 +312,12 @@ fn epoch_tick() -> u64 {
     let Some(clock) = active() else {
         return 0;
     };
-    let khz = ffi::time::tsc_khz();
-    if khz != TSC_KHZ.load(Ordering::Relaxed) {
+    let khz = ffi::time::counter_khz();
+    if khz != COUNTER_KHZ.load(Ordering::Relaxed) {
         if let Some(ms) = conversion(khz) {
             note_conversion(ms.mult, ms.shift);
             if counted_publish(|| clock.recalibrate(ms.mult, ms.shift, &mut Marker::here(0))) {
-                TSC_KHZ.store(khz, Ordering::Relaxed);
+                COUNTER_KHZ.store(khz, Ordering::Relaxed);
                 BASE_CONVERSION.store(
                     (u64::from(ms.mult) << 32) | u64::from(ms.shift),
                     Ordering::Relaxed,
@@ -348,9 +350,12 @@ fn switch_to_selected(start_ns: u64) -> Result<u64> {
     let clock = CLOCKS.get(index).copied().ok_or(EINVAL)?;
     let bits = settings::get(Key::CounterBits);
     let mask = mask_for_bits(bits).ok_or(EINVAL)?;
-    let khz = ffi::time::tsc_khz();
+    let khz = ffi::time::counter_khz();
     let Some(ms) = conversion(khz) else {
-        pr_err!("no TSC frequency (tsc_khz is 0): nmiclock needs a calibrated TSC\n");
+        pr_err!(
+            "no {} rate (0 kHz): nmiclock needs a calibrated counter\n",
+            crate::arch::COUNTER
+        );
         return Err(ENODEV);
     };
     // A reader may wait for the writer's two pauses and some slack.
@@ -370,7 +375,7 @@ fn switch_to_selected(start_ns: u64) -> Result<u64> {
         .data()
         .update_interval_ns()
         .clamp(MIN_INTERVAL_NS, MAX_INTERVAL_NS);
-    TSC_KHZ.store(khz, Ordering::Relaxed);
+    COUNTER_KHZ.store(khz, Ordering::Relaxed);
     INTERVAL_NS.store(interval, Ordering::Relaxed);
     BASE_CONVERSION.store(
         (u64::from(ms.mult) << 32) | u64::from(ms.shift),
@@ -529,7 +534,7 @@ pub(crate) fn totals() -> Totals {
     }
 }
 
-/// The running clock's conversion, to convert TSC deltas with.
+/// The running clock's conversion, to convert counter deltas with.
 pub(crate) fn conversion_in_use() -> (u32, u32) {
     active().map_or((0, 0), |c| {
         let d = c.data();

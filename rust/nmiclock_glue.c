@@ -23,10 +23,6 @@
 #include <linux/timekeeping.h>
 #include <linux/uaccess.h>
 #include <linux/workqueue.h>
-#include <asm/apic.h>
-#include <asm/cpufeature.h>
-#include <asm/nmi.h>
-#include <asm/tsc.h>
 
 #include "nmiclock_glue.h"
 
@@ -377,13 +373,15 @@ static void nmiclock_perf_overflow(struct perf_event *event,
 }
 
 struct perf_event *nmiclock_perf_create(unsigned int cpu, bool hw, u64 period,
+					bool freq,
 					const struct nmiclock_callback *cb)
 {
 	struct perf_event_attr attr = {
 		.type = hw ? PERF_TYPE_HARDWARE : PERF_TYPE_SOFTWARE,
 		.config = hw ? PERF_COUNT_HW_CPU_CYCLES : PERF_COUNT_SW_CPU_CLOCK,
 		.size = sizeof(attr),
-		.sample_period = period,
+		.sample_period = period,	/* sample_freq when .freq */
+		.freq = freq,
 		.pinned = 1,
 	};
 
@@ -395,68 +393,6 @@ struct perf_event *nmiclock_perf_create(unsigned int cpu, bool hw, u64 period,
 void nmiclock_perf_release(struct perf_event *event)
 {
 	perf_event_release_kernel(event);
-}
-
-static bool (*nmiclock_nmi_fn)(const void *data);
-static const void *nmiclock_nmi_data;
-
-static int nmiclock_nmi_handler(unsigned int type, struct pt_regs *regs)
-{
-	return nmiclock_nmi_fn(nmiclock_nmi_data) ? NMI_HANDLED : NMI_DONE;
-}
-
-int nmiclock_nmi_register(bool (*fn)(const void *data), const void *data)
-{
-	int ret;
-
-	if (nmiclock_nmi_fn)
-		return -EBUSY;
-	nmiclock_nmi_fn = fn;
-	nmiclock_nmi_data = data;
-	ret = register_nmi_handler(NMI_LOCAL, nmiclock_nmi_handler, 0, "nmiclock");
-	if (ret)
-		nmiclock_nmi_fn = NULL;
-	return ret;
-}
-
-/* Waits for handlers in flight (unregister_nmi_handler() does). */
-void nmiclock_nmi_unregister(void)
-{
-	unregister_nmi_handler(NMI_LOCAL, "nmiclock");
-	nmiclock_nmi_fn = NULL;
-	nmiclock_nmi_data = NULL;
-}
-
-struct nmiclock_ipi {
-	struct cpumask mask;
-};
-
-struct nmiclock_ipi *nmiclock_ipi_new(void)
-{
-	return kzalloc(sizeof(struct nmiclock_ipi), GFP_KERNEL);
-}
-
-void nmiclock_ipi_clear(struct nmiclock_ipi *ipi)
-{
-	cpumask_clear(&ipi->mask);
-}
-
-void nmiclock_ipi_add(struct nmiclock_ipi *ipi, unsigned int cpu)
-{
-	if (cpu < nr_cpu_ids)
-		cpumask_set_cpu(cpu, &ipi->mask);
-}
-
-void nmiclock_ipi_send(struct nmiclock_ipi *ipi)
-{
-	cpumask_and(&ipi->mask, &ipi->mask, cpu_online_mask);
-	if (!cpumask_empty(&ipi->mask))
-		__apic_send_IPI_mask(&ipi->mask, NMI_VECTOR);
-}
-
-void nmiclock_ipi_free(struct nmiclock_ipi *ipi)
-{
-	kfree(ipi);
 }
 
 /* ---- CPUs and CPU hotplug ----------------------------------------------------- */
@@ -608,19 +544,9 @@ void nmiclock_synchronize_rcu(void)
 
 /* ---- clocks and time ------------------------------------------------------------ */
 
-unsigned int nmiclock_tsc_khz(void)
-{
-	return tsc_khz;
-}
-
 u64 nmiclock_tick_nsec(void)
 {
 	return TICK_NSEC;
-}
-
-bool nmiclock_in_vm(void)
-{
-	return boot_cpu_has(X86_FEATURE_HYPERVISOR);
 }
 
 u64 nmiclock_local_clock(void)

@@ -147,16 +147,23 @@ void nmiclock_work_free(struct nmiclock_work *w);
 /* ---- perf and NMIs ---------------------------------------------------------------- */
 
 /*
- * A pinned kernel counter on @cpu overflowing every @period: CPU cycles
- * (@hw; its overflow is an NMI on x86) or the cpu-clock software event (in
- * ns; hard-IRQ context), calling @cb->fn(@cb->data) from there.  An
- * ERR_PTR when it cannot be created, e.g. -ENOENT for cycles without a PMU.
+ * A pinned kernel counter on @cpu: CPU cycles (@hw; its overflow is an NMI
+ * on x86, a pseudo-NMI on arm64 with GICv3 priority masking) or the
+ * cpu-clock software event (in ns; hard-IRQ context), overflowing every
+ * @period events, or with @freq @period times a second, calling
+ * @cb->fn(@cb->data) from there.  An ERR_PTR when it cannot be created,
+ * e.g. -ENOENT for cycles without a PMU.
  */
 struct perf_event *nmiclock_perf_create(unsigned int cpu, bool hw, u64 period,
+					bool freq,
 					const struct nmiclock_callback *cb);
 void nmiclock_perf_release(struct perf_event *event);
 
 /*
+ * Per architecture (nmiclock_glue_<arch>.c) from here to the end of this
+ * section: NMI IPIs exist on x86 only; elsewhere registering the handler
+ * fails with -EOPNOTSUPP and nmiclock_ipi_new() returns NULL.
+ *
  * The NMI_LOCAL handler: @fn(@data) returns true for an NMI it claims.
  * The kernel's handler has no data pointer, so there is one registration
  * at a time: -EBUSY while another is in place.
@@ -210,9 +217,13 @@ void nmiclock_synchronize_rcu(void);
 
 /* ---- clocks and time ------------------------------------------------------------------ */
 
-unsigned int nmiclock_tsc_khz(void);
-u64 nmiclock_tick_nsec(void);
+/*
+ * Per architecture: the clock counter's rate (x86: tsc_khz; arm64:
+ * CNTFRQ_EL0 / 1000), and whether the kernel runs under a hypervisor.
+ */
+unsigned int nmiclock_counter_khz(void);
 bool nmiclock_in_vm(void);
+u64 nmiclock_tick_nsec(void);
 u64 nmiclock_local_clock(void);
 u64 nmiclock_sched_clock_kernel(void);
 u64 nmiclock_mono_fast_ns(void);

@@ -10,7 +10,8 @@
 //! - A `sched_clock` replacement read through a seqcount latch, so an NMI
 //!   can read it even while the epoch is being updated on its CPU, and the
 //!   designs it replaced (`clock=latch|seqcount|unprotected`), over an
-//!   ordered or a bare TSC read (`counter=tsc_ordered|tsc`) masked to
+//!   ordered or a bare counter read (x86: `counter=tsc_ordered|tsc`; arm64:
+//!   `counter=cntvct_ordered|cntvct`, see [`arch`]) masked to
 //!   `counter_bits` (16..64) bits; `tear_window_ns` widens the writer's race
 //!   window. See [`clock`] and [`kclock`]. Writers mark their windows for
 //!   the readers' coverage figures ([`coverage`]).
@@ -58,6 +59,7 @@ pub mod parse;
 pub mod spin;
 
 mod activity;
+mod arch;
 mod check;
 mod coverage;
 mod ffi;
@@ -92,9 +94,9 @@ module! {
 /// Version reported in `stats` and the load message.
 const VERSION: &str = "0.6.0";
 
-/// Range of the TSC conversion shown in `stats`: 600 s, in ms (the pair is
-/// computed from kHz, as the kernel's own `cyc2ns` does).
-const TSC_MAXSEC_MS: u32 = 600 * 1000;
+/// Range of the counter conversion shown in `stats`: 600 s, in ms (the pair
+/// is computed from kHz, as the kernel's own `cyc2ns` does).
+const COUNTER_MAXSEC_MS: u32 = 600 * 1000;
 
 /// Reads of `stats` since load.
 static STATS_READS: AtomicU64 = AtomicU64::new(0);
@@ -109,15 +111,16 @@ struct Shared {
 /// Renders `stats`: one `key: value` per line, keys in snake case.
 fn show_stats(seq: &mut impl Write) -> fmt::Result {
     let reads = STATS_READS.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
-    let khz = ffi::time::tsc_khz();
-    let tsc = cyc_ns::calc_mult_shift(khz, cyc_ns::NSEC_PER_MSEC, TSC_MAXSEC_MS);
-    let (mult, shift) = tsc.map_or((0, 0), |ms| (ms.mult, ms.shift));
+    let khz = ffi::time::counter_khz();
+    let conv = cyc_ns::calc_mult_shift(khz, cyc_ns::NSEC_PER_MSEC, COUNTER_MAXSEC_MS);
+    let (mult, shift) = conv.map_or((0, 0), |ms| (ms.mult, ms.shift));
 
     writeln!(seq, "version: {VERSION}")?;
     writeln!(seq, "online_cpus: {}", ffi::cpu::num_online_cpus())?;
-    writeln!(seq, "tsc_khz: {khz}")?;
-    writeln!(seq, "tsc_mult: {mult}")?;
-    writeln!(seq, "tsc_shift: {shift}")?;
+    writeln!(seq, "arch: {}", arch::NAME)?;
+    writeln!(seq, "counter_khz: {khz}")?;
+    writeln!(seq, "counter_mult: {mult}")?;
+    writeln!(seq, "counter_shift: {shift}")?;
     writeln!(seq, "stats_reads: {reads}")?;
     writeln!(
         seq,
@@ -263,10 +266,11 @@ impl kernel::Module for NmiClock {
         let debugfs = create_files(shared)?;
 
         pr_info!(
-            "loaded: version {}, {} CPUs online, TSC {} kHz, debugfs at /sys/kernel/debug/nmiclock;{}\n",
+            "loaded: version {}, {} CPUs online, {} at {} kHz, debugfs at /sys/kernel/debug/nmiclock;{}\n",
             VERSION,
             ffi::cpu::num_online_cpus(),
-            ffi::time::tsc_khz(),
+            arch::COUNTER,
+            ffi::time::counter_khz(),
             settings::Inline
         );
         if settings::get(settings::Key::Autostart) == 1 {

@@ -58,8 +58,8 @@ pub(crate) struct Spec {
 /// Declares the settings: an enum [`Key`] naming each, the table
 /// [`SPECS`], the values, and one `.modinfo` `parm=` entry each.
 macro_rules! settings {
-    ($($(#[$doc:meta])* $var:ident $key:literal: $kind:expr, default $default:literal,
-       $reclock:literal, $help:literal;)*) => {
+    ($($(#[$doc:meta])* $var:ident $key:literal: $kind:expr, default $default:expr,
+       $reclock:literal, $help:expr;)*) => {
         /// The settings, in table order (see [`get`]).
         #[derive(Clone, Copy, PartialEq, Eq)]
         pub(crate) enum Key {
@@ -90,8 +90,8 @@ settings! {
     Clock "clock": Kind::Names(&crate::kclock::PROTECTIONS), default "latch", true,
         "read-side protection of the clock";
     /// The counter under the clock.
-    Counter "counter": Kind::Names(&crate::kclock::COUNTERS), default "tsc_ordered", true,
-        "counter read: ordered (lfence; rdtsc) or bare rdtsc";
+    Counter "counter": Kind::Names(&crate::kclock::COUNTERS), default crate::kclock::COUNTERS[0],
+        true, crate::arch::COUNTER_HELP;
     /// Width the counter is masked to.
     CounterBits "counter_bits": Kind::Number { min: 16, max: 64 }, default "64", true,
         "counter width in bits: narrower wraps, and moves the epoch, sooner";

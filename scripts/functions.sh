@@ -87,13 +87,36 @@ nmc_run_logged() {
 	return "$rc"
 }
 
-# Config fragments that make up a kernel flavour, in merge order: the
-# selftests' kselftest-style `config`, and for `debug` the lock, memory and
+# Architectures a kernel can be provisioned for, as the kernel names them
+# (ARCH=); x86_64 is the default.  nmc_arch NAME prints the kernel's name for
+# NAME (x86, x86_64, arm64 or aarch64), or fails.
+nmc_arch() {
+	case $1 in
+	x86|x86_64) echo x86_64 ;;
+	arm64|aarch64) echo arm64 ;;
+	*) return 1 ;;
+	esac
+}
+
+# uname -m of an architecture: the suffix of its kselftest-style fragment
+# (config.x86_64, config.aarch64), as the kernel's selftests name theirs.
+nmc_uname_m() {
+	case $1 in
+	arm64) echo aarch64 ;;
+	*) echo "$1" ;;
+	esac
+}
+
+# Config fragments that make up a kernel flavour for an architecture, in
+# merge order: the selftests' kselftest-style `config`, the architecture's
+# `config.<uname -m>`, and for `debug` (x86_64 only) the lock, memory and
 # object debugging on top (`config.debug`).
 nmc_flavour_fragments() {
-	case $1 in
-	default) echo "$NMC_SELFTEST_DIR/config" ;;
-	debug) echo "$NMC_SELFTEST_DIR/config $NMC_SELFTEST_DIR/config.debug" ;;
+	local arch=${2:-x86_64}
+	local base="$NMC_SELFTEST_DIR/config $NMC_SELFTEST_DIR/config.$(nmc_uname_m "$arch")"
+	case $1/$arch in
+	default/*) echo "$base" ;;
+	debug/x86_64) echo "$base $NMC_SELFTEST_DIR/config.debug" ;;
 	*) return 1 ;;
 	esac
 }
@@ -110,28 +133,47 @@ nmc_kernel_src() {
 # The inputs that decide whether a cached kernel build can be reused, one
 # per line.  A change in any of them gives a new cache key.
 nmc_kernel_key_inputs() {
-	local flavour=$1 frag
+	local flavour=$1 arch=${2:-x86_64} frag
 	echo "scheme: $NMC_KBUILD_SCHEME"
+	echo "arch: $arch"
 	echo "flavour: $flavour"
 	echo "kernel: $NMC_KERNEL_PKG $(nmc_kernel_version)"
 	echo "rustc: $("$NMC_RUSTC" --version 2>/dev/null)"
 	echo "clang: $(clang$NMC_LLVM --version 2>/dev/null | head -n 1)"
 	echo "bindgen: $("$NMC_BINDGEN" --version 2>/dev/null)"
-	for frag in $(nmc_flavour_fragments "$flavour"); do
+	for frag in $(nmc_flavour_fragments "$flavour" "$arch"); do
 		echo "fragment: ${frag#"$NMC_ROOT"/} $(sha256sum <"$frag" | cut -c1-16)"
 	done
 }
 
 nmc_kernel_key() {
-	nmc_kernel_key_inputs "$1" | sha256sum | cut -c1-12
+	nmc_kernel_key_inputs "$1" "${2:-x86_64}" | sha256sum | cut -c1-12
 }
 
-# Build directory (O=) of a flavour's kernel for the current inputs.
+# Build directory (O=) of a flavour's kernel for an architecture (default
+# x86_64) for the current inputs.
 nmc_kernel_dir() {
-	echo "$NMC_CACHE/kernels/$1-$(nmc_kernel_key "$1")"
+	local arch=${2:-x86_64} prefix=
+	[ "$arch" = x86_64 ] || prefix=$arch-
+	echo "$NMC_CACHE/kernels/$prefix$1-$(nmc_kernel_key "$1" "$arch")"
 }
 
-# Make variables that select the project's toolchain.
-nmc_make_vars() {
-	echo "LLVM=$NMC_LLVM RUSTC=$NMC_RUSTC BINDGEN=$NMC_BINDGEN"
+# The bootable image in a kernel build directory, per architecture.
+nmc_kernel_image() {
+	case ${1:-x86_64} in
+	arm64) echo arch/arm64/boot/Image ;;
+	*) echo arch/x86/boot/bzImage ;;
+	esac
 }
+
+# Make variables that select the project's toolchain (and, for arm64, the
+# architecture: LLVM cross-compiles without a GNU cross toolchain).
+nmc_make_vars() {
+	local arch=
+	[ "${1:-x86_64}" = x86_64 ] || arch=" ARCH=$1"
+	echo "LLVM=$NMC_LLVM RUSTC=$NMC_RUSTC BINDGEN=$NMC_BINDGEN$arch"
+}
+
+# The static arm64 busybox for arm64 guests, from Debian's
+# busybox-static:arm64 (scripts/provision --arch arm64 fetches it).
+NMC_ARM64_BUSYBOX=$NMC_CACHE/arm64/busybox

@@ -18,7 +18,7 @@
 //!   from NMI context, and the NMI IPI ([`nmi::NmiIpi`]);
 //! - [`cpu`]: CPU ids, hotplug callbacks ([`cpu::Hotplug`]) and the hotplug
 //!   lock, interrupts and preemption, delays;
-//! - [`time`]: the kernel's clocks, `tsc_khz`, `TICK_NSEC`.
+//! - [`time`]: the kernel's clocks, the counter's rate, `TICK_NSEC`.
 //!
 //! No `kernel::ffi` type leaves this layer. Every callback the glue calls
 //! is a closure owned by the wrapper that registered it, reached through a

@@ -17,12 +17,13 @@ use kernel::ffi::c_void;
 use kernel::prelude::*;
 
 use super::{bindings, closure, erase, Callback, Owned};
+use crate::arch::PerfPeriod;
 
 /// What a [`PerfEvent`] counts.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PerfKind {
-    /// CPU cycles, overflowing every `period` cycles: an NMI on x86 (needs a
-    /// PMU).
+    /// CPU cycles: an NMI on x86, a pseudo-NMI on arm64 with GICv3 priority
+    /// masking (needs a PMU).
     Cycles,
     /// The cpu-clock software event, every `period` ns: hard-IRQ context.
     CpuClock,
@@ -58,19 +59,25 @@ unsafe impl Send for PerfEvent {}
 unsafe impl Sync for PerfEvent {}
 
 impl PerfEvent {
-    /// A pinned counter on `cpu` of `kind`, overflowing every `period`,
+    /// A pinned counter on `cpu` of `kind`, overflowing at `period`,
     /// calling `f` on each overflow (NMI or hard-IRQ context, see
     /// [`PerfKind`]). Without a PMU, [`PerfKind::Cycles`] fails with
-    /// `ENOENT`.
-    pub(crate) fn new<F>(cpu: u32, kind: PerfKind, period: u64, f: F) -> Result<Self>
+    /// `ENOENT`; a frequency above `kernel.perf_event_max_sample_rate`
+    /// fails with `EINVAL`.
+    pub(crate) fn new<F>(cpu: u32, kind: PerfKind, period: PerfPeriod, f: F) -> Result<Self>
     where
         F: Fn() + Send + Sync + 'static,
     {
         let cb = Callback::new(f, perf_overflow_trampoline::<F>)?;
         // SAFETY: The callback's trampoline matches its closure, and the
         // event keeps the callback until after the counter is released.
+        let (period, freq) = match period {
+            PerfPeriod::Every(n) => (n, false),
+            PerfPeriod::Freq(hz) => (hz, true),
+        };
+        // SAFETY: As above.
         let ptr = unsafe {
-            bindings::nmiclock_perf_create(cpu, kind == PerfKind::Cycles, period, cb.raw())
+            bindings::nmiclock_perf_create(cpu, kind == PerfKind::Cycles, period, freq, cb.raw())
         };
         let ptr = from_err_ptr(ptr)?;
         // INVARIANT: Not an error pointer: a live event calling `cb`.

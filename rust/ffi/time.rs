@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The kernel's clocks and what the module needs to know about time:
-//! `tsc_khz`, `TICK_NSEC`, whether it runs in a VM.
+//! the clock counter's rate, `TICK_NSEC`, whether it runs in a VM.
 
 use super::bindings;
 
-/// TSC frequency in kHz as the kernel calibrated it (0 when there is none).
-pub(crate) fn tsc_khz() -> u32 {
-    // SAFETY: No preconditions; reads a variable set during boot.
-    unsafe { bindings::nmiclock_tsc_khz() }
+/// Rate in kHz of the counter the clocks are built on (0 when there is
+/// none): the TSC's as the kernel calibrated it (`tsc_khz`) on x86, the
+/// arch timer's (`CNTFRQ_EL0`) on arm64.
+pub(crate) fn counter_khz() -> u32 {
+    // SAFETY: No preconditions; reads a variable set during boot or a
+    // register.
+    unsafe { bindings::nmiclock_counter_khz() }
 }
 
 /// The kernel's tick, in ns (`TICK_NSEC`).
@@ -17,8 +20,9 @@ pub(crate) fn tick_nsec() -> u64 {
     unsafe { bindings::nmiclock_tick_nsec() }
 }
 
-/// Whether this runs under a hypervisor (`X86_FEATURE_HYPERVISOR`): then
-/// times may be emulated, and only ratios taken in one run mean anything.
+/// Whether this runs under a hypervisor (x86: `X86_FEATURE_HYPERVISOR`;
+/// arm64: not running at EL2, as guests do not): then times may be emulated,
+/// and only ratios taken in one run mean anything.
 pub(crate) fn in_vm() -> bool {
     // SAFETY: No preconditions; reads boot CPU features.
     unsafe { bindings::nmiclock_in_vm() }

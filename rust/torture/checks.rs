@@ -29,9 +29,10 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use super::anomaly::{self, Kind};
 use super::CPUS;
 use crate::acct::Outcome;
+use crate::arch::Ordered;
 use crate::bench::LatHist;
 use crate::clock::{elapsed_bound, Reading, Window};
-use crate::counter::{Counter, TscOrdered};
+use crate::counter::Counter;
 use crate::coverage::{Hit, View};
 use crate::cyc_ns::{cyc_to_ns, mul_u64_u32_shr};
 use crate::ffi;
@@ -347,9 +348,9 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
     let finished = kclock::publishes_finished();
     let overruns = kclock::overruns();
     let ref_lo = ffi::time::raw_fast_ns();
-    let t0 = TscOrdered.read();
+    let t0 = Ordered.read();
     let r = kclock::read();
-    let t1 = TscOrdered.read();
+    let t1 = Ordered.read();
     let ref_hi = ffi::time::raw_fast_ns();
     let started = kclock::publishes_started();
     let v1 = View::now();
@@ -447,8 +448,8 @@ pub(crate) fn sample_timed(c: &Cpu, ctx: Context) {
         sample(c, ctx);
         return;
     }
-    let t0 = TscOrdered.read();
+    let t0 = Ordered.read();
     sample(c, ctx);
-    let t1 = TscOrdered.read();
+    let t1 = Ordered.read();
     NMI_HANDLER_NS.record(cycles_ns(t1.wrapping_sub(t0)));
 }

@@ -256,6 +256,7 @@ fn attach(cpu: u32) -> Result {
     // SAFETY: `detach()` unpublishes the sleeper before it drops `res`.
     unsafe { c.wake.publish(&res._sleeper) };
     c.res.store(KBox::into_raw(res), Ordering::Release);
+    c.nmi.attached();
     Ok(())
 }
 
@@ -268,6 +269,7 @@ fn detach(cpu: u32) {
     // The controller may still hold the sleeper: wait for it.
     c.wake.unpublish();
     let old = c.res.swap(ptr::null_mut(), Ordering::AcqRel);
+    c.nmi.detached();
     if !old.is_null() {
         // SAFETY: `old` came from `KBox::into_raw` in `attach()`; the swap
         // took it out of the slot, so it is dropped once.
@@ -381,6 +383,7 @@ fn reset_counters() {
     for (_, c) in CPUS.iter() {
         c.checks.reset();
         c.wake.reset();
+        c.nmi.reset();
     }
     anomaly::clear();
     kclock::reset_stats();
@@ -533,6 +536,11 @@ pub(crate) fn reset() -> Result {
     END_NS.store(0, Ordering::Relaxed);
     set_state(State::Idle);
     Ok(())
+}
+
+/// Samples expected on CPU `c` so far (see [`source::Cpu::expected`]).
+fn expected(c: &CpuRun) -> u64 {
+    c.nmi.expected(PERIOD_NS.load(Ordering::Relaxed))
 }
 
 /// How long the run in progress (or the last) has lasted, in ms.

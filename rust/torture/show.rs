@@ -15,7 +15,7 @@ use core::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use kernel::prelude::*;
 
 use super::checks::{self, ERR_BUCKETS, ERR_SIDE, HIST_BUCKETS, NMI_HANDLER_NS};
-use super::{anomaly, elapsed_ms, source, state_name, CPUS};
+use super::{anomaly, elapsed_ms, expected, source, state_name, CPUS};
 use crate::ffi;
 use crate::fmtbuf::FmtBuf;
 use crate::kacct;
@@ -61,6 +61,8 @@ pub(crate) fn hits_needed() -> u64 {
 /// The run's counts, summed over CPUs.
 struct Totals {
     samples: u64,
+    samples_expected: u64,
+    starved_cpus: u64,
     nmi_samples: u64,
     hits_local: u64,
     hits_remote: u64,
@@ -76,8 +78,19 @@ struct Totals {
 
 impl Totals {
     fn now() -> Self {
+        let source = source::in_use();
+        let (mut samples_expected, mut starved_cpus) = (0u64, 0u64);
+        for (_, c) in CPUS.iter() {
+            let e = expected(c);
+            samples_expected = samples_expected.saturating_add(e);
+            if source::starved(source, c.checks.samples.load(Ordering::Relaxed), e) {
+                starved_cpus += 1;
+            }
+        }
         Self {
             samples: CPUS.sum(|c| &c.checks.samples),
+            samples_expected,
+            starved_cpus,
             nmi_samples: CPUS.sum(|c| &c.checks.nmi_samples),
             hits_local: CPUS.sum(|c| &c.checks.hits_local),
             hits_remote: CPUS.sum(|c| &c.checks.hits_remote),
@@ -111,6 +124,9 @@ impl Totals {
     fn verdict(&self) -> Verdict {
         if self.errors() != 0 {
             Verdict::Failure
+        } else if self.starved_cpus != 0 {
+            // Too few samples to vouch for the clock: throttled perf.
+            Verdict::Inconclusive
         } else if self.hits_local.saturating_add(self.hits_remote) < hits_needed() {
             Verdict::Inconclusive
         } else {
@@ -120,9 +136,11 @@ impl Totals {
 
     /// The counts of the run's own (the clock's and acct's are in `stats`
     /// already, under the same names).
-    fn own(&self) -> [(&'static str, u64); 10] {
+    fn own(&self) -> [(&'static str, u64); 12] {
         [
             ("samples", self.samples),
+            ("samples_expected", self.samples_expected),
+            ("starved_cpus", self.starved_cpus),
             ("nmi_samples", self.nmi_samples),
             ("window_hits_local", self.hits_local),
             ("window_hits_remote", self.hits_remote),
@@ -353,8 +371,9 @@ pub(crate) fn percpu(w: &mut impl Write) -> fmt::Result {
         let x = &c.checks;
         writeln!(
             w,
-            "cpu{cpu}: samples={} nmi_samples={} window_hits_local={} window_hits_remote={} torn_reads={} reference_mismatches={} backwards={} cross_cpu_backwards={} clock_reads={} clock_stalls={} epoch_updates={} acct_updates={acct_updates} acct_bad_deltas={acct_bad} acct_timexpd_backwards={acct_back} wakeups={} late_wakeups={} max_wake_latency_ns={}",
+            "cpu{cpu}: samples={} samples_expected={} nmi_samples={} window_hits_local={} window_hits_remote={} torn_reads={} reference_mismatches={} backwards={} cross_cpu_backwards={} clock_reads={} clock_stalls={} epoch_updates={} acct_updates={acct_updates} acct_bad_deltas={acct_bad} acct_timexpd_backwards={acct_back} wakeups={} late_wakeups={} max_wake_latency_ns={}",
             x.samples.load(Ordering::Relaxed),
+            expected(c),
             x.nmi_samples.load(Ordering::Relaxed),
             x.hits_local.load(Ordering::Relaxed),
             x.hits_remote.load(Ordering::Relaxed),

@@ -5,19 +5,21 @@
 //! and one name table ([`NAMES`], the values of the setting `nmi_source`):
 //!
 //! - `perf_hw`: a per-CPU kernel counter on CPU cycles, whose overflow is
-//!   an NMI on x86 (needs a PMU);
+//!   an NMI on x86 and a pseudo-NMI on arm64 with GICv3 priority masking
+//!   (needs a PMU; its period is per architecture, see [`crate::arch`]);
 //! - `perf_sw`: the per-CPU cpu-clock software event, hard-IRQ context;
 //! - `ipi`: real NMIs sent as NMI IPIs to every online CPU by an hrtimer,
 //!   handled by an `NMI_LOCAL` handler that claims only NMIs this module
-//!   sent;
+//!   sent (x86 only);
 //! - `auto`, a choice among them rather than a source: `perf_hw` where a
-//!   counter can be created, else `ipi`.
+//!   counter can be created, else `ipi` where there is one (x86).
 
 use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 
 use kernel::prelude::*;
 
 use super::{live, on_sample, CPUS};
+use crate::arch::{self, PerfPeriod};
 use crate::ffi;
 use crate::ffi::cpu::Context;
 use crate::ffi::hrtimer::HrTimer;
@@ -96,7 +98,7 @@ impl InterruptSource for PerfHw {
     const NAME: &'static str = "perf_hw";
 
     fn attach(cpu: u32, period_ns: u64) -> Result<Option<PerfEvent>> {
-        perf_attach(cpu, PerfKind::Cycles, cycles(period_ns))
+        perf_attach(cpu, PerfKind::Cycles, arch::perf_hw_period(period_ns))
     }
 }
 
@@ -107,12 +109,12 @@ impl InterruptSource for PerfSw {
     const NAME: &'static str = "perf_sw";
 
     fn attach(cpu: u32, period_ns: u64) -> Result<Option<PerfEvent>> {
-        perf_attach(cpu, PerfKind::CpuClock, period_ns)
+        perf_attach(cpu, PerfKind::CpuClock, PerfPeriod::Every(period_ns))
     }
 }
 
 /// A perf counter of `kind` on `cpu` whose overflows sample.
-fn perf_attach(cpu: u32, kind: PerfKind, period: u64) -> Result<Option<PerfEvent>> {
+fn perf_attach(cpu: u32, kind: PerfKind, period: PerfPeriod) -> Result<Option<PerfEvent>> {
     let event = PerfEvent::new(cpu, kind, period, || on_sample(Context::now()))?;
     Ok(Some(event))
 }
@@ -124,6 +126,10 @@ impl InterruptSource for Ipi {
     const NAME: &'static str = "ipi";
 
     fn start(period_ns: u64) -> Result<RunPart> {
+        if !arch::NMI_IPI {
+            pr_err!("start: ipi: NMI IPIs are x86-only; here use nmi_source=perf_hw (or perf_sw, hard IRQ)\n");
+            return Err(EINVAL);
+        }
         let handler = NmiHandler::register(nmi_handler).inspect_err(|e| {
             pr_err!(
                 "start: ipi: cannot register an NMI handler (error {})\n",
@@ -138,11 +144,6 @@ impl InterruptSource for Ipi {
             _handler: Some(handler),
         })
     }
-}
-
-/// `period` ns in TSC cycles, the unit of a `perf_hw` sample period.
-fn cycles(period: u64) -> u64 {
-    (period.saturating_mul(u64::from(ffi::time::tsc_khz())) / 1_000_000).max(1)
 }
 
 /// What a source holds for a run; dropping it stops the source.
@@ -223,6 +224,14 @@ pub(crate) fn choose_and_start(period_ns: u64) -> Result<(Source, RunPart)> {
             }
             Err(e) => {
                 PERF_HW_ERROR.store(e.to_errno(), Ordering::Relaxed);
+                if e == EINVAL {
+                    pr_err!(
+                        "start: perf_hw: the kernel refused a counter sampling every {} us (EINVAL): is kernel.perf_event_max_sample_rate below {}/s? perf lowers it each time it throttles\n",
+                        period_ns / 1_000,
+                        1_000_000_000 / period_ns.max(1)
+                    );
+                    return Err(e);
+                }
                 if !no_pmu(e) {
                     pr_err!(
                         "start: perf_hw: cannot create a CPU-cycles counter (error {}), though the error does not say there is no PMU\n",
@@ -230,10 +239,11 @@ pub(crate) fn choose_and_start(period_ns: u64) -> Result<(Source, RunPart)> {
                     );
                     return Err(e);
                 }
-                if !auto {
+                if !auto || !arch::NMI_IPI {
                     pr_err!(
-                        "start: perf_hw: cannot create a CPU-cycles counter (error {}): no PMU; try nmi_source=ipi\n",
-                        e.to_errno()
+                        "start: perf_hw: cannot create a CPU-cycles counter (error {}): no PMU; try nmi_source={}\n",
+                        e.to_errno(),
+                        if arch::NMI_IPI { "ipi" } else { "perf_sw (hard IRQ, no NMI)" }
                     );
                     return Err(e);
                 }
@@ -254,13 +264,19 @@ pub(crate) fn choose_and_start(period_ns: u64) -> Result<(Source, RunPart)> {
 
 // ---- ipi: sending and claiming --------------------------------------------------
 
-/// One CPU's NMI accounting for the `ipi` source.
+/// One CPU's source accounting: how long the source has been attached to
+/// it (what the samples expected are reckoned from), and for the `ipi`
+/// source the NMIs in flight.
 #[derive(Default)]
 pub(crate) struct Cpu {
     /// NMIs sent to this CPU and not yet taken: 0 or 1 (2 after a resend).
     outstanding: AtomicU32,
     /// `ktime_get_raw_fast_ns()` when an NMI was last sent to this CPU.
     last_send_ns: AtomicU64,
+    /// `local_clock()` when the source was attached here, 0 when it is not.
+    attached_at_ns: AtomicU64,
+    /// Time attached in earlier spans of this run, in ns.
+    attached_ns: AtomicU64,
 }
 
 impl Cpu {
@@ -268,6 +284,63 @@ impl Cpu {
     pub(crate) fn pending(&self) -> bool {
         self.outstanding.load(Ordering::Acquire) != 0
     }
+
+    /// The source now samples this CPU (task context).
+    pub(crate) fn attached(&self) {
+        self.attached_at_ns
+            .store(ffi::time::local_clock().max(1), Ordering::Relaxed);
+    }
+
+    /// The source no longer samples this CPU (task context).
+    pub(crate) fn detached(&self) {
+        let at = self.attached_at_ns.swap(0, Ordering::Relaxed);
+        if at != 0 {
+            let span = ffi::time::local_clock().saturating_sub(at);
+            self.attached_ns.fetch_add(span, Ordering::Relaxed);
+        }
+    }
+
+    /// Forgets the attached time (between runs).
+    pub(crate) fn reset(&self) {
+        self.attached_at_ns.store(0, Ordering::Relaxed);
+        self.attached_ns.store(0, Ordering::Relaxed);
+    }
+
+    /// The samples this CPU should have taken so far: the time the source
+    /// was attached here over the period.
+    pub(crate) fn expected(&self, period_ns: u64) -> u64 {
+        let at = self.attached_at_ns.load(Ordering::Relaxed);
+        let open = if at == 0 {
+            0
+        } else {
+            ffi::time::local_clock().saturating_sub(at)
+        };
+        self.attached_ns
+            .load(Ordering::Relaxed)
+            .saturating_add(open)
+            / period_ns.max(1)
+    }
+}
+
+/// A CPU whose perf counter delivered less than 1/`STARVED_RATIO` of the
+/// samples its period asks for is starved: perf throttled the counter
+/// (`perf: interrupt took too long`; only the tick unthrottles it), or the
+/// PMU cannot keep up. Throttling cuts the rate to a few percent (250/s
+/// idle, 1/s with interrupts off, for 10,000/s asked), below this;
+/// emulation's slack stays above it (an arm64 TCG guest delivers 27-47 %
+/// of 10,000/s with its vCPUs busy).
+pub(crate) const STARVED_RATIO: u64 = 8;
+
+/// Below this many expected samples a CPU is not judged starved (a CPU
+/// that just came online).
+pub(crate) const STARVED_MIN_EXPECTED: u64 = 1_000;
+
+/// Whether `received` of `expected` samples is a starved CPU's, for a
+/// perf source (the `ipi` sender counts what it skips itself).
+pub(crate) fn starved(source: Option<Source>, received: u64, expected: u64) -> bool {
+    matches!(source, Some(Source::PerfHw | Source::PerfSw))
+        && expected >= STARVED_MIN_EXPECTED
+        && received.saturating_mul(STARVED_RATIO) < expected
 }
 
 /// NMIs sent, sends skipped because the CPU had not taken the previous one

@@ -8,8 +8,14 @@
 //! - [`Tsc`]: a bare `rdtsc`, as in the vDSO change that made reads faster
 //!   but let time be seen going backwards: the CPU may execute it before
 //!   earlier loads.
+//! - [`CntvctOrdered`] (arm64): the arch timer's virtual counter read the
+//!   way the kernel's `arch_timer_read_cntvct_el0()` does, `isb; mrs
+//!   cntvct_el0`: the `isb` keeps the read from being taken early.
+//! - [`Cntvct`] (arm64): a bare `mrs cntvct_el0`, which the CPU may
+//!   execute speculatively ahead of earlier instructions.
 //!
-//! Another architecture's counter is another implementation of [`Counter`].
+//! Each architecture's pair is compiled only for it; the module picks its
+//! architecture's pair in `rust/arch/`.
 //! A counter narrower than 64 bits is modelled by masking: see [`mask_for_bits`].
 
 /// A free-running hardware counter.
@@ -97,5 +103,68 @@ impl Counter for Tsc {
     #[inline(always)]
     fn read(&self) -> u64 {
         rdtsc::<false>()
+    }
+}
+
+/// The arm64 arch timer's virtual counter, read after an `isb`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CntvctOrdered;
+
+/// The arm64 arch timer's virtual counter, read with a bare `mrs`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Cntvct;
+
+/// Reads `CNTVCT_EL0`; `ORDERED` adds the `isb` and compiler barrier of the
+/// kernel's `arch_timer_read_cntvct_el0()`.
+#[cfg(target_arch = "aarch64")]
+#[inline(always)]
+fn cntvct<const ORDERED: bool>() -> u64 {
+    let v: u64;
+    if ORDERED {
+        // SAFETY: `isb` and `mrs` of CNTVCT_EL0 (readable at EL1, where the
+        // kernel runs) only read the virtual counter into a register; they
+        // write no memory and no stack and leave flags alone. No `nomem`:
+        // like the kernel's "memory" clobber, memory accesses must not move
+        // across it either.
+        unsafe {
+            core::arch::asm!(
+                "isb",
+                "mrs {v}, cntvct_el0",
+                v = out(reg) v,
+                options(nostack, preserves_flags)
+            );
+        }
+    } else {
+        // SAFETY: `mrs` of CNTVCT_EL0 only reads the virtual counter into a
+        // register; it touches no memory and no stack, and leaves flags
+        // alone. `nomem` lets the compiler move it like a bare sysreg read.
+        unsafe {
+            core::arch::asm!(
+                "mrs {v}, cntvct_el0",
+                v = out(reg) v,
+                options(nomem, nostack, preserves_flags)
+            );
+        }
+    }
+    v
+}
+
+#[cfg(target_arch = "aarch64")]
+impl Counter for CntvctOrdered {
+    const NAME: &'static str = "cntvct_ordered";
+
+    #[inline(always)]
+    fn read(&self) -> u64 {
+        cntvct::<true>()
+    }
+}
+
+#[cfg(target_arch = "aarch64")]
+impl Counter for Cntvct {
+    const NAME: &'static str = "cntvct";
+
+    #[inline(always)]
+    fn read(&self) -> u64 {
+        cntvct::<false>()
     }
 }

@@ -46,9 +46,9 @@ t_clock_check() {
 	return $ret
 }
 
-t_check_tsc_ordered() { t_clock_check tsc_ordered; }
+t_check_ordered() { t_clock_check $ORDERED; }
 
-t_check_tsc() { t_clock_check tsc; }
+t_check_bare() { t_clock_check $BARE; }
 
 t_narrow_counter() {
 	load counter_bits=16 || { echo "insmod counter_bits=16 failed"; return 1; }
@@ -139,8 +139,8 @@ t_check_bad_input() {
 	return $ret
 }
 
-case_add t_check_tsc_ordered "counter_bits=32 tsc_ordered: $CHECK_S s on every CPU monotonic, within 100 us of local_clock"
-case_add t_check_tsc "counter_bits=32 tsc: $CHECK_S s on every CPU monotonic, within 100 us of local_clock"
+case_add t_check_ordered "counter_bits=32 $ORDERED: $CHECK_S s on every CPU monotonic, within 100 us of local_clock"
+case_add t_check_bare "counter_bits=32 $BARE: $CHECK_S s on every CPU monotonic, within 100 us of local_clock"
 case_add t_narrow_counter "counter_bits=16: thousands of epoch updates per second"
 case_add t_tear_latch "tear window: the latch never goes backwards"
 case_add t_tear_unprotected "tear window: the check catches the unprotected clock"

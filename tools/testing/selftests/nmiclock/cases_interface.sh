@@ -8,7 +8,7 @@
 FUZZ_WRITES=60
 
 t_control_config() {
-	wait_tsc
+	wait_clocksource
 	load duration_s=30 || { echo "insmod failed"; return 1; }
 	ret=0
 	cfg=$(cat "$DIR/config")
@@ -107,7 +107,7 @@ t_hostile_writes() {
 # it runs, and the benchmark during a stress run, get EBUSY.
 BENCH_ROWS=20
 t_bench() {
-	wait_tsc
+	wait_clocksource
 	load || { echo "insmod failed"; return 1; }
 	ret=0
 	for v in loops=9 loops=1000001 nruns=0 nruns=101 update_us=0 speed=1 "run now" \
@@ -189,7 +189,7 @@ in_progress() {
 }
 
 t_activities() {
-	wait_tsc
+	wait_clocksource
 	load duration_s=30 || { echo "insmod failed"; return 1; }
 	ret=0
 	for a in "check:a check:ms=4000" "acct:an acct run:4000" "bench:a bench:loops=20000 nruns=3"; do

@@ -6,10 +6,10 @@
 # Sourced by nmiclock.sh, after lib.sh; registers its cases in order.
 
 # Every key stats must have.
-STATS_KEYS="version online_cpus tsc_khz tsc_mult tsc_shift stats_reads activity
+STATS_KEYS="version arch online_cpus counter_khz counter_mult counter_shift stats_reads activity
 clock counter counter_bits tear_window_ns acct nmi_source period_us update_us
 duration_s autostart min_window_hits until disturb state verdict
-nmi_source_used perf_hw_error samples nmi_samples window_hits_local
+nmi_source_used perf_hw_error samples samples_expected starved_cpus nmi_samples window_hits_local
 window_hits_remote stable_copy_reads torn_reads reference_mismatches backwards
 cross_cpu_backwards max_backstep_ns errors window_hits_needed
 first_anomaly_samples first_anomaly_window_hits first_anomaly_ns
@@ -59,7 +59,7 @@ t_stats_parse() {
 	for key in $STATS_KEYS; do
 		grep -q "^$key: " "$tmp" || { echo "key '$key' missing"; ret=1; }
 	done
-	for key in online_cpus tsc_khz tsc_mult tsc_shift stats_reads counter_bits \
+	for key in online_cpus counter_khz counter_mult counter_shift stats_reads counter_bits \
 		clock_reads epoch_updates now_ns; do
 		v=$(stat_value "$tmp" $key)
 		is_number "$v" || { echo "$key: '$v' is not a number"; ret=1; }
@@ -67,17 +67,20 @@ t_stats_parse() {
 	[ "$(stat_value "$tmp" state)" = idle ] || { echo "state is not idle"; ret=1; }
 	[ "$(stat_value "$tmp" activity)" = none ] || { echo "activity is not none"; ret=1; }
 	[ "$(stat_value "$tmp" clock)" = latch ] || { echo "default clock is not latch"; ret=1; }
-	[ "$(stat_value "$tmp" counter)" = tsc_ordered ] || { echo "default counter is not tsc_ordered"; ret=1; }
+	[ "$(stat_value "$tmp" arch)" = "$(uname -m)" ] || { echo "arch is $(stat_value "$tmp" arch), uname -m says $(uname -m)"; ret=1; }
+	[ "$(stat_value "$tmp" counter)" = $ORDERED ] || { echo "default counter is not $ORDERED"; ret=1; }
 	[ "$(stat_value "$tmp" counter_bits)" = 64 ] || { echo "default counter_bits is not 64"; ret=1; }
 	[ "$(stat_value "$tmp" acct)" = cmpxchg ] || { echo "default acct is not cmpxchg"; ret=1; }
 	cpus=$(online_cpus)
 	[ "$(stat_value "$tmp" online_cpus)" = "$cpus" ] ||
 		{ echo "online_cpus $(stat_value "$tmp" online_cpus) != $cpus CPUs in /proc/cpuinfo"; ret=1; }
-	khz=$(stat_value "$tmp" tsc_khz)
-	shift_=$(stat_value "$tmp" tsc_shift)
+	khz=$(stat_value "$tmp" counter_khz)
+	shift_=$(stat_value "$tmp" counter_shift)
 	if is_number "$khz" && [ "$khz" -gt 0 ] && is_number "$shift_"; then
 		[ "$shift_" -ge 1 ] && [ "$shift_" -le 32 ] ||
-			{ echo "tsc_shift $shift_ outside 1..32 for a $khz kHz TSC"; ret=1; }
+			{ echo "counter_shift $shift_ outside 1..32 for a $khz kHz counter"; ret=1; }
+	else
+		echo "counter_khz '$khz' is not a positive number"; ret=1
 	fi
 	# Counters move: every read of stats reads the clock once.
 	tmp2=$(scratch stats)

@@ -11,7 +11,7 @@
 stress_run() {
 	secs=$1
 	shift
-	wait_tsc
+	wait_clocksource
 	load counter_bits=32 duration_s="$secs" "$@" || { echo "insmod $* failed"; return 1; }
 	stress=$(scratch)
 	mark stress
@@ -110,7 +110,7 @@ caught() {
 }
 
 t_pressure_latch() { survives $PRESSURE; }
-t_pressure_latch_tsc() { survives $PRESSURE counter=tsc; }
+t_pressure_latch_bare() { survives $PRESSURE counter=$BARE; }
 t_pressure_seqcount() { caught $PRESSURE clock=seqcount; }
 t_pressure_unprotected() { caught $PRESSURE clock=unprotected; }
 t_conversion_latch() { survives disturb=conversion; }
@@ -120,7 +120,7 @@ t_stutter_latch() { survives disturb=stutter; }
 # The acct designs race with the samples, not with the clock's writers:
 # their runs end at the first anomaly only (min_window_hits out of reach).
 t_stress_racy() { caught $PRESSURE min_window_hits=1000000000 acct=racy; }
-t_stress_irqsave() { caught $PRESSURE min_window_hits=1000000000 acct=irqsave nmi_source=ipi; }
+t_stress_irqsave() { caught $PRESSURE min_window_hits=1000000000 acct=irqsave nmi_source=$NMI_SOURCE; }
 
 t_stress_perf_sw() {
 	stress_run 3 nmi_source=perf_sw || return 1
@@ -132,31 +132,105 @@ t_stress_perf_sw() {
 	return $ret
 }
 
-# perf_hw is a SKIP only where there is no PMU (ENOENT, ENODEV, EOPNOTSUPP):
-# any other error fails.
+# perf_hw is a SKIP only where there is no PMU (ENOENT, ENODEV, EOPNOTSUPP)
+# and the architecture has another NMI source (x86); any other error fails.
+# Where it runs, every sample must be an NMI and no CPU starved.
 t_stress_perf_hw() {
-	wait_tsc
+	wait_clocksource
 	load counter_bits=32 duration_s=3 nmi_source=perf_hw || { echo "insmod failed"; return 1; }
 	mark perf_hw
 	if ! echo start >"$DIR/control" 2>/dev/null; then
 		why=$(log_since perf_hw | grep -m1 'nmiclock: .*perf_hw' | sed 's/^\[[^]]*\] //')
 		err=$(stat_value "$DIR/stats" perf_hw_error)
 		unload
-		case $err in
-		-2|-19|-95) echo "SKIP: no PMU here (perf_hw_error $err): $why"; return $KSFT_SKIP ;;
+		case $err/$NMI_SOURCE in
+		-2/ipi|-19/ipi|-95/ipi) echo "SKIP: no PMU here (perf_hw_error $err): $why"; return $KSFT_SKIP ;;
 		esac
 		echo "start failed with perf_hw_error $err: $why"
 		return 1
 	fi
 	sleep 4
-	n=$(stat_value "$DIR/stats" nmi_samples)
-	e=$(stat_value "$DIR/stats" errors)
+	tmp=$(scratch stats)
+	cat "$DIR/stats" >"$tmp"
 	unload
-	[ "$n" -gt 0 ] && [ "$e" = 0 ] || { echo "nmi_samples $n errors $e"; return 1; }
+	n=$(stat_value "$tmp" samples)
+	echo "samples $n (nmi_samples $(stat_value "$tmp" nmi_samples), expected" \
+		"$(stat_value "$tmp" samples_expected)), starved_cpus $(stat_value "$tmp" starved_cpus)," \
+		"errors $(stat_value "$tmp" errors)"
+	ret=0
+	[ "$n" -gt 0 ] || { echo "no samples"; ret=1; }
+	[ "$(stat_value "$tmp" nmi_samples)" = "$n" ] || { echo "not every perf_hw sample was an NMI (pseudo-NMIs off?)"; ret=1; }
+	[ "$(stat_value "$tmp" starved_cpus)" = 0 ] || { echo "perf_hw starved: throttled?"; ret=1; }
+	[ "$(stat_value "$tmp" errors)" = 0 ] || ret=1
+	return $ret
+}
+
+# The perf source of this architecture (x86 TCG has no PMU: cpu-clock).
+PERF_SOURCE=perf_sw
+[ $NMI_SOURCE = perf_hw ] && PERF_SOURCE=perf_hw
+
+# A throttled perf counter is seen, and the run is not a SUCCESS: with the
+# time-based throttle on (99 %) and a limit of 500 samples a second, set
+# once the run has started (a perf_hw counter asking for more than the
+# limit could not be created), perf cuts each CPU to a twentieth of its
+# period's rate, as throttling does (to 2.5 % or less when it lowers the
+# limit itself). The limits are restored once the module is gone.
+t_perf_throttled() {
+	stress_run_throttled || { "$here/perf_unthrottle.sh" >/dev/null; return 1; }
+	"$here/perf_unthrottle.sh" >/dev/null || { echo "cannot restore the perf sysctls"; return 1; }
+	ret=0
+	[ "$(stat_value "$stress" starved_cpus)" -gt 0 ] ||
+		{ echo "no CPU starved: $(stat_value "$stress" samples) samples of $(stat_value "$stress" samples_expected) expected"; ret=1; }
+	[ "$verdict" = INCONCLUSIVE ] || { echo "verdict $verdict, want INCONCLUSIVE"; ret=1; }
+	return $ret
+}
+stress_run_throttled() {
+	wait_clocksource
+	load counter_bits=32 duration_s=3 nmi_source=$PERF_SOURCE || { echo "insmod failed"; return 1; }
+	stress=$(scratch)
+	mark throttled
+	echo start >"$DIR/control" || { echo "start failed"; unload; return 1; }
+	echo 99 >/proc/sys/kernel/perf_cpu_time_max_percent &&
+		echo 500 >/proc/sys/kernel/perf_event_max_sample_rate ||
+		{ echo "cannot lower the perf sysctls"; unload; return 1; }
+	i=0
+	while [ "$(cat "$DIR/control")" != done ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+	cat "$DIR/stats" >"$stress"
+	eot=$(log_since throttled | grep 'nmiclock: End of test: ' | head -n 1)
+	unload
+	verdict=$(printf '%s\n' "$eot" | sed -n 's/.*End of test: \([A-Z]*\) .*/\1/p')
+	echo "$PERF_SOURCE throttled to 500/s -> $verdict: samples $(stat_value "$stress" samples)" \
+		"of $(stat_value "$stress" samples_expected) expected, starved_cpus $(stat_value "$stress" starved_cpus)"
+}
+
+# nmi_source=ipi: NMI IPIs sample on x86; elsewhere the source is refused
+# (EINVAL, one line saying it is x86-only) and nothing starts.
+t_ipi_source() {
+	if [ $NMI_SOURCE = ipi ]; then
+		stress_run 3 nmi_source=ipi || return 1
+		ret=0
+		[ "$(stat_value "$stress" nmi_sent)" -gt 0 ] || { echo "no NMI IPI sent"; ret=1; }
+		[ "$(stat_value "$stress" nmi_samples)" -gt 0 ] || { echo "no NMI samples"; ret=1; }
+		[ "$(stat_value "$stress" errors)" = 0 ] || ret=1
+		return $ret
+	fi
+	load nmi_source=ipi || { echo "insmod failed"; return 1; }
+	mark ipi
+	if echo start >"$DIR/control" 2>/dev/null; then
+		unload
+		echo "nmi_source=ipi started on $(uname -m)"
+		return 1
+	fi
+	ret=0
+	n=$(log_since ipi | grep -c 'nmiclock: start: ipi: NMI IPIs are x86-only')
+	[ "$n" = 1 ] || { echo "$n 'x86-only' lines, want 1"; ret=1; }
+	[ "$(cat "$DIR/control")" = idle ] || { echo "state $(cat "$DIR/control") after the refusal"; ret=1; }
+	unload
+	return $ret
 }
 
 t_rmmod_running() {
-	wait_tsc
+	wait_clocksource
 	load duration_s=60 || { echo "insmod failed"; return 1; }
 	mark rmmod_running
 	echo start >"$DIR/control" || { unload; echo "start failed"; return 1; }
@@ -172,7 +246,7 @@ t_rmmod_running() {
 t_hotplug() {
 	cpu=/sys/devices/system/cpu/cpu1/online
 	[ -w "$cpu" ] || { echo "SKIP: no hotpluggable cpu1"; return 4; }
-	wait_tsc
+	wait_clocksource
 	# Long enough for the cycles on any kernel; stopped below.
 	load counter_bits=32 duration_s=300 || { echo "insmod failed"; return 1; }
 	echo start >"$DIR/control" || { unload; echo "start failed"; return 1; }
@@ -196,7 +270,7 @@ t_hotplug() {
 }
 
 t_start_stop_cycles() {
-	wait_tsc
+	wait_clocksource
 	ret=0
 	n=0
 	i=1
@@ -230,7 +304,7 @@ section() {
 }
 
 t_inspection_files() {
-	wait_tsc
+	wait_clocksource
 	load counter_bits=32 duration_s=2 clock=unprotected tear_window_ns=20000 || { echo "insmod failed"; return 1; }
 	ret=0
 	for f in control:600 config:600 stats:400 histogram:400 percpu:400 anomalies:400 check:600 acct:600 bench:600; do
@@ -269,7 +343,7 @@ t_inspection_files() {
 case_add t_stress_default "stress, default (latch, cmpxchg, auto source), $STRESS_S s: NMI samples, window hits, no error, SUCCESS"
 case_add t_stress_inconclusive "stress with writers that almost never write: INCONCLUSIVE, not SUCCESS"
 case_add t_pressure_latch "pressure ($PRESSURE), $PRESSURE_S s: the latch survives, enough window hits, SUCCESS"
-case_add t_pressure_latch_tsc "pressure, counter=tsc: the latch survives, SUCCESS"
+case_add t_pressure_latch_bare "pressure, counter=$BARE: the latch survives, SUCCESS"
 case_add t_pressure_seqcount "pressure: clock=seqcount caught"
 case_add t_pressure_unprotected "pressure: clock=unprotected caught"
 case_add t_conversion_latch "disturb=conversion, no tear window: the latch survives, SUCCESS"
@@ -277,9 +351,11 @@ case_add t_conversion_seqcount "disturb=conversion, no tear window: clock=seqcou
 case_add t_conversion_unprotected "disturb=conversion, no tear window: clock=unprotected caught"
 case_add t_stutter_latch "disturb=stutter: the latch survives, SUCCESS"
 case_add t_stress_racy "stress catches acct=racy (bad deltas)"
-case_add t_stress_irqsave "stress catches acct=irqsave under NMI IPIs (bad deltas)"
+case_add t_stress_irqsave "stress catches acct=irqsave under real NMIs, nmi_source=$NMI_SOURCE (bad deltas)"
 case_add t_stress_perf_sw "stress with nmi_source=perf_sw: hard-IRQ samples, no error"
-case_add t_stress_perf_hw "stress with nmi_source=perf_hw (SKIP only without a PMU)"
+case_add t_stress_perf_hw "stress with nmi_source=perf_hw: every sample an NMI, no CPU starved (SKIP only without a PMU, on x86)"
+case_add t_perf_throttled "a throttled $PERF_SOURCE counter: starved CPUs, INCONCLUSIVE"
+case_add t_ipi_source "nmi_source=ipi: NMI IPIs on x86, refused elsewhere"
 case_add t_rmmod_running "rmmod during a run stops it cleanly"
 case_add t_hotplug "CPU hotplug during a run: sources follow the CPU, no error"
 case_add t_inspection_files "histogram, percpu, anomalies and file modes"

@@ -228,21 +228,33 @@ log_since() {
 	printf '%s\n' "$out"
 }
 
-# wait_tsc: the stress run's reference (ktime_get_mono_fast_ns) disagrees
-# with the TSC until the kernel's timekeeping runs on it (about 1.7 s after
-# boot in the VM): wait up to 10 s for that. Once the kernel has marked
-# the TSC unstable it never comes back: then say so (once) and go on, the
-# cases still run against the clocksource there is.
-wait_tsc() {
+# --- the architecture ---------------------------------------------------------------
+
+# What differs per architecture: the counter pair of the setting `counter`
+# (ordered, bare), the clocksource the kernel's timekeeping should run on
+# (the stress run's reference reads it), and the source of real NMIs that
+# is always there (x86: NMI IPIs; arm64: PMU overflows as pseudo-NMIs).
+case $(uname -m) in
+aarch64) ORDERED=cntvct_ordered BARE=cntvct CLOCKSOURCE=arch_sys_counter NMI_SOURCE=perf_hw ;;
+*) ORDERED=tsc_ordered BARE=tsc CLOCKSOURCE=tsc NMI_SOURCE=ipi ;;
+esac
+
+# wait_clocksource: the stress run's reference (ktime_get_mono_fast_ns)
+# disagrees with the counter until the kernel's timekeeping runs on it (on
+# x86 about 1.7 s after boot in the VM, when the TSC takes over): wait up
+# to 10 s for that. Once the kernel has marked the TSC unstable it never
+# comes back: then say so (once) and go on, the cases still run against
+# the clocksource there is.
+wait_clocksource() {
 	cs=/sys/devices/system/clocksource/clocksource0/current_clocksource
-	[ -e "$SCRATCH/no-tsc" ] && return 0
+	[ -e "$SCRATCH/no-clocksource" ] && return 0
 	i=0
-	while [ "$(cat $cs 2>/dev/null)" != tsc ] && [ $i -lt 100 ]; do
+	while [ "$(cat $cs 2>/dev/null)" != $CLOCKSOURCE ] && [ $i -lt 100 ]; do
 		sleep 0.1
 		i=$((i + 1))
 	done
-	[ "$(cat $cs 2>/dev/null)" = tsc ] && return 0
-	echo "note: clocksource is $(cat $cs 2>/dev/null), not tsc: the stress run's reference is not TSC-based" \
-		"($(dmesg | grep -m1 -o 'Marking TSC unstable.*' || echo 'TSC not chosen'))"
-	touch "$SCRATCH/no-tsc"
+	[ "$(cat $cs 2>/dev/null)" = $CLOCKSOURCE ] && return 0
+	echo "note: clocksource is $(cat $cs 2>/dev/null), not $CLOCKSOURCE: the stress run's reference is not counter-based" \
+		"($(dmesg | grep -m1 -o 'Marking TSC unstable.*' || echo "$CLOCKSOURCE not chosen"))"
+	touch "$SCRATCH/no-clocksource"
 }

@@ -87,7 +87,9 @@ sample=$(dirname "$module")/samples/nmiclock_sample.ko
 [ -e "$sample" ] || sample=$(dirname "$module")/nmiclock_sample.ko
 
 ktap_print_header
-ktap_print_msg "module: $module$([ $quick = 1 ] && echo ' (quick: shorter runs)')"
+ktap_print_msg "module: $module$([ $quick = 1 ] && echo ' (quick: shorter runs)'), $(uname -m)"
+# perf must not throttle the sample counters (see perf_unthrottle.sh).
+"$here/perf_unthrottle.sh" | while IFS= read -r line; do ktap_print_msg "$line"; done
 # Suspected leaks from before the suite are not ours.
 [ -e "$KMEMLEAK" ] && echo clear >"$KMEMLEAK"
 mark suite
