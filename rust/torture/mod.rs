@@ -14,7 +14,9 @@
 //!   task-context acct updates, both pausing `tear_window_ns` inside their
 //!   windows; `disturb` adds conversion switches or stutter. The run stops
 //!   by itself after `duration_s` (a monitor hrtimer queues the stop on a
-//!   workqueue) or, with `until=verdict`, as soon as its verdict is certain,
+//!   workqueue) or, with `until=verdict`, as soon as its verdict is certain
+//!   (`until=coverage`: not before `duration_s` unless an anomaly, and on
+//!   past it until the window hits are met, ten times `duration_s` at most),
 //!   on `stop`, or at unload, and logs one `End of test: SUCCESS`,
 //!   `FAILURE` or `INCONCLUSIVE` line with every setting and count.
 //!   CPU hotplug: a CPU going offline during a run takes its perf counter,
@@ -52,8 +54,13 @@ use crate::settings::{self, Key};
 pub(crate) use checks::NMI_HANDLER_NS;
 
 /// The values of the setting `until`: when a run ends.
-pub(crate) const UNTIL: [&str; 2] = ["duration", "verdict"];
+pub(crate) const UNTIL: [&str; 3] = ["duration", "verdict", "coverage"];
 const UNTIL_VERDICT: u32 = 1;
+const UNTIL_COVERAGE: u32 = 2;
+
+/// `until=coverage`: a run without anomaly goes on past `duration_s` until
+/// it has met its window hits, up to this many times `duration_s`.
+const COVERAGE_CAP: u64 = 10;
 
 /// The values of the setting `disturb`: what the writers do besides moving
 /// the epoch.
@@ -77,14 +84,29 @@ enum Reason {
     Duration = 0,
     Anomaly,
     Coverage,
+    CoverageAnomaly,
+    CoverageMet,
+    CoverageCap,
 }
 
 impl Reason {
+    const ALL: [Self; 6] = [
+        Self::Duration,
+        Self::Anomaly,
+        Self::Coverage,
+        Self::CoverageAnomaly,
+        Self::CoverageMet,
+        Self::CoverageCap,
+    ];
+
     fn text(self) -> &'static str {
         match self {
             Self::Duration => "duration_s elapsed",
             Self::Anomaly => "until=verdict: an anomaly",
             Self::Coverage => "until=verdict: min_window_hits reached",
+            Self::CoverageAnomaly => "until=coverage: an anomaly",
+            Self::CoverageMet => "until=coverage: duration_s elapsed, window hits met",
+            Self::CoverageCap => "until=coverage: 10 x duration_s without enough window hits",
         }
     }
 }
@@ -309,8 +331,9 @@ impl Drop for Run {
 static RUN: AtomicPtr<Run> = AtomicPtr::new(ptr::null_mut());
 
 /// The run's monitor (hard-IRQ, every [`MONITOR_NS`]): queues the stop
-/// once `duration_s` has passed or, with `until=verdict`, once the verdict
-/// is certain.
+/// once `duration_s` has passed; with `until=verdict`, once the verdict is
+/// certain; with `until=coverage`, at an anomaly, or once `duration_s` has
+/// passed and the window hits are met, or at the cap.
 fn monitor(stopper: &Work) -> u64 {
     if !live() {
         return 0;
@@ -320,16 +343,21 @@ fn monitor(stopper: &Work) -> u64 {
         checks::note_anomaly();
     }
     let elapsed = ffi::time::local_clock().saturating_sub(START_NS.load(Ordering::Relaxed));
-    let reason = if elapsed >= u64::from(settings::get(Key::DurationS)) * 1_000_000_000 {
-        Some(Reason::Duration)
-    } else if settings::get(Key::Until) != UNTIL_VERDICT {
-        None
-    } else {
-        match verdict {
+    let duration = u64::from(settings::get(Key::DurationS)) * 1_000_000_000;
+    let reason = match settings::get(Key::Until) {
+        UNTIL_VERDICT if elapsed < duration => match verdict {
             show::Verdict::Failure => Some(Reason::Anomaly),
             show::Verdict::Success => Some(Reason::Coverage),
             show::Verdict::Inconclusive => None,
-        }
+        },
+        UNTIL_COVERAGE => match verdict {
+            show::Verdict::Failure => Some(Reason::CoverageAnomaly),
+            _ if elapsed >= duration.saturating_mul(COVERAGE_CAP) => Some(Reason::CoverageCap),
+            show::Verdict::Success if elapsed >= duration => Some(Reason::CoverageMet),
+            _ => None,
+        },
+        _ if elapsed >= duration => Some(Reason::Duration),
+        _ => None,
     };
     match reason {
         Some(r) => {
@@ -403,11 +431,12 @@ impl Installed {
     pub(crate) fn new() -> Result<Self> {
         let stopper = Arc::new(
             Work::new(|| {
-                let reason = match REASON.load(Ordering::Relaxed) {
-                    1 => Reason::Anomaly,
-                    2 => Reason::Coverage,
-                    _ => Reason::Duration,
-                };
+                let r = REASON.load(Ordering::Relaxed);
+                let reason = Reason::ALL
+                    .iter()
+                    .copied()
+                    .find(|x| *x as u32 == r)
+                    .unwrap_or(Reason::Duration);
                 let _ = stop(reason.text());
             })?,
             GFP_KERNEL,
