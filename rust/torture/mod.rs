@@ -567,9 +567,14 @@ pub(crate) fn reset() -> Result {
     Ok(())
 }
 
+/// The sample period of the run in progress (or the last), in ns.
+fn period_ns() -> u64 {
+    PERIOD_NS.load(Ordering::Relaxed)
+}
+
 /// Samples expected on CPU `c` so far (see [`source::Cpu::expected`]).
 fn expected(c: &CpuRun) -> u64 {
-    c.nmi.expected(PERIOD_NS.load(Ordering::Relaxed))
+    c.nmi.expected(period_ns())
 }
 
 /// How long the run in progress (or the last) has lasted, in ms.

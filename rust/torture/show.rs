@@ -15,7 +15,7 @@ use core::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use kernel::prelude::*;
 
 use super::checks::{self, ERR_BUCKETS, ERR_SIDE, HIST_BUCKETS, NMI_HANDLER_NS};
-use super::{anomaly, elapsed_ms, expected, source, state_name, CPUS};
+use super::{anomaly, elapsed_ms, expected, period_ns, source, state_name, CPUS};
 use crate::ffi;
 use crate::fmtbuf::FmtBuf;
 use crate::kacct;
@@ -83,7 +83,8 @@ impl Totals {
         for (_, c) in CPUS.iter() {
             let e = expected(c);
             samples_expected = samples_expected.saturating_add(e);
-            if source::starved(source, c.checks.samples.load(Ordering::Relaxed), e) {
+            let received = c.checks.samples.load(Ordering::Relaxed);
+            if source::starved(source, received, e, period_ns()) {
                 starved_cpus += 1;
             }
         }

@@ -166,7 +166,7 @@ t_bench() {
 # known, and the caller tries again with a longer one.
 refused_during() {
 	rd_ret=0
-	before=$(cat "$DIR/config"; stat_value "$DIR/check" runs; stat_value "$DIR/acct" runs)
+	before=$(what_counts "$1")
 	mark "during-$1"
 	for w in "config clock=seqcount" "config acct=racy" "config counter_bits=32" \
 		"control start" "control reset" "check 100" "check ms=100 windows=1" \
@@ -177,12 +177,19 @@ refused_during() {
 		echo "during $1: $3 ended before the last write; trying a longer one"
 		return 2
 	fi
-	# check and acct are what ran, their runs count once they end.
-	after=$(cat "$DIR/config"; stat_value "$DIR/check" runs; stat_value "$DIR/acct" runs)
+	after=$(what_counts "$1")
 	[ "$before" = "$after" ] || { echo "during $1, a refused write changed something"; rd_ret=1; }
 	n=$(log_since "during-$1" | grep -cE "not while ($2) is in progress")
 	[ "$n" -ge 10 ] || { echo "during $1: $n log lines name it, want 10"; rd_ret=1; }
 	return $rd_ret
+}
+
+# what_counts WHAT: the settings and the runs of check and acct, but for
+# WHAT's own (it may end meanwhile, and then counts its run).
+what_counts() {
+	cat "$DIR/config"
+	[ "$1" = check ] || stat_value "$DIR/check" runs
+	[ "$1" = acct ] || stat_value "$DIR/acct" runs
 }
 
 # in_progress ACTIVITY: waits (5 s at most) until stats says ACTIVITY runs.
