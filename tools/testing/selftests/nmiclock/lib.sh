@@ -119,16 +119,21 @@ case_add() {
 "
 }
 
-# selected_cases [PATTERN]: the registered cases whose function or
-# description matches PATTERN (grep -E; all if empty).
+# selected_cases [PATTERN [EXCLUDE]]: the registered cases whose function
+# or description matches PATTERN (grep -E; all if empty), but for those
+# whose function matches EXCLUDE (grep -E, anchored at its start).
 selected_cases() {
-	printf '%s' "$CASES" | grep -E -- "${1:-.}"
+	if [ -n "${2:-}" ]; then
+		printf '%s' "$CASES" | grep -E -- "${1:-.}" | grep -vE -- "^($2)( |\$)"
+	else
+		printf '%s' "$CASES" | grep -E -- "${1:-.}"
+	fi
 }
 
-# run_cases [PATTERN]: the plan (the number of cases selected), then each
-# case with its result.
+# run_cases [PATTERN [EXCLUDE]]: the plan (the number of cases selected),
+# then each case with its result.
 run_cases() {
-	selected=$(selected_cases "${1:-}")
+	selected=$(selected_cases "${1:-}" "${2:-}")
 	ktap_set_plan "$(printf '%s\n' "$selected" | grep -c .)"
 	[ -n "$selected" ] || return 0
 	printf '%s\n' "$selected" >"$SCRATCH/cases"

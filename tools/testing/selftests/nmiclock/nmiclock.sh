@@ -3,7 +3,8 @@
 #
 # nmiclock.sh: kselftest suite for nmiclock.ko, KTAP output.
 #
-# Usage: nmiclock.sh [-q] [-m MODULE.ko] [-c CYCLES] [-t PATTERN] [-l]
+# Usage: nmiclock.sh [-q] [-m MODULE.ko] [-c CYCLES] [-t PATTERN]
+#                   [-x PATTERN] [-l]
 #
 #   -q            quick: every case, with shorter runs (3 s checks and acct
 #                 runs instead of 5, stress runs of 3 s instead of 10 and
@@ -20,6 +21,8 @@
 #   -c CYCLES     load/unload cycles (default: 20, or 5 with -q)
 #   -t PATTERN    run only the cases whose function or description matches
 #                 PATTERN (grep -E); the plan counts those
+#   -x PATTERN    leave out the cases whose function matches PATTERN
+#                 (grep -E, anchored at the start of the function name)
 #   -l            list the cases (function and description) and exit
 #
 # Runs as root, in the VM (scripts/vm-run) or on a machine whose running
@@ -34,18 +37,20 @@
 cycles=
 quick=0
 pattern=
+exclude=
 list=0
 module=${NMICLOCK_KO:-}
 here=$(cd "$(dirname "$0")" && pwd)
 
-while getopts qm:c:t:lh opt; do
+while getopts qm:c:t:x:lh opt; do
 	case $opt in
 	q) quick=1 ;;
 	m) module=$OPTARG ;;
 	c) cycles=$OPTARG ;;
 	t) pattern=$OPTARG ;;
+	x) exclude=$OPTARG ;;
 	l) list=1 ;;
-	*) sed -n '4,31p' "$0" | sed 's/^# \{0,1\}//'; exit 4 ;;
+	*) sed -n '4,34p' "$0" | sed 's/^# \{0,1\}//'; exit 4 ;;
 	esac
 done
 
@@ -67,7 +72,7 @@ case_add t_kmemleak "kmemleak finds no leak after unload (debug kernels)"
 case_add t_kernel_log_clean "kernel log has no splats"
 
 if [ $list = 1 ]; then
-	selected_cases "$pattern"
+	selected_cases "$pattern" "$exclude"
 	exit 0
 fi
 
@@ -97,5 +102,5 @@ if is_loaded; then
 	ktap_print_msg "nmiclock was loaded; unloading it first"
 	unload || ktap_print_msg "rmmod nmiclock failed; insmod will fail too"
 fi
-run_cases "$pattern"
+run_cases "$pattern" "$exclude"
 ktap_finished
