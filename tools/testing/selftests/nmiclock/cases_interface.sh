@@ -161,9 +161,9 @@ t_bench() {
 # stress run) is in progress, config and every other activity get EBUSY,
 # one log line each naming what runs (NAME, a regex: bench runs a stress run
 # of its own at its end), and change nothing. Returns 0 when so, 1 when not,
-# and 2 when stats no longer showed ACTIVITY once the writes were done and
-# one was accepted: it may have ended first (a loaded host), so nothing is
-# known, and the caller tries again with a longer one.
+# and 2 when a write was accepted and stats no longer shows ACTIVITY: it may
+# have ended first (a loaded host), so nothing is known, and the caller
+# tries again with a longer one.
 refused_during() {
 	rd_ret=0
 	before=$(what_counts "$1")
@@ -171,12 +171,13 @@ refused_during() {
 	for w in "config clock=seqcount" "config acct=racy" "config counter_bits=32" \
 		"control start" "control reset" "check 100" "check ms=100 windows=1" \
 		"acct 100" "bench run" "bench loops=10 nruns=1"; do
-		expect_refused ${w%% *} "${w#* }" "resource busy" || rd_ret=1
+		expect_refused ${w%% *} "${w#* }" "resource busy" && continue
+		if [ "$(stat_value "$DIR/stats" activity)" != "$3" ]; then
+			echo "during $1: $3 had ended by then; trying a longer one"
+			return 2
+		fi
+		rd_ret=1
 	done
-	if [ $rd_ret = 1 ] && [ "$(stat_value "$DIR/stats" activity)" != "$3" ]; then
-		echo "during $1: $3 ended before the last write; trying a longer one"
-		return 2
-	fi
 	after=$(what_counts "$1")
 	[ "$before" = "$after" ] || { echo "during $1, a refused write changed something"; rd_ret=1; }
 	n=$(log_since "during-$1" | grep -cE "not while ($2) is in progress")
@@ -213,7 +214,7 @@ t_activities() {
 		f=${a%%:*} rest=${a#*:} what=${rest%%:*} arg=${rest#*:}
 		names=$what
 		[ "$f" = bench ] && names="$what|a stress run"
-		len=4000
+		len=6000
 		[ "$f" = bench ] && len=20000
 		for try in 1 2 3; do
 			(echo "$arg$len" >"$DIR/$f") &
