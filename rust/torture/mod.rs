@@ -278,7 +278,11 @@ fn attach(cpu: u32) -> Result {
     // SAFETY: `detach()` unpublishes the sleeper before it drops `res`.
     unsafe { c.wake.publish(&res._sleeper) };
     c.res.store(KBox::into_raw(res), Ordering::Release);
-    c.nmi.attached();
+    // Samples count only while the run is running: so does the time they
+    // are expected over (a run starting marks its CPUs when it does).
+    if running() {
+        c.nmi.attached();
+    }
     Ok(())
 }
 
@@ -493,6 +497,15 @@ impl Installed {
             Ok(run) => {
                 RUN.store(KBox::into_raw(run), Ordering::Release);
                 set_state(State::Running);
+                // From now on samples count, and the time they are
+                // expected over runs, on every CPU set up (a CPU that comes
+                // online now marks itself in `attach()`; marking twice
+                // only restarts the span at the same instant).
+                for (_, c) in CPUS.iter() {
+                    if !c.res.load(Ordering::Acquire).is_null() {
+                        c.nmi.attached();
+                    }
+                }
                 pr_info!(
                     "start: nmi_source in use: {};{}\n",
                     source::in_use().map_or("?", |s| s.name()),
@@ -534,6 +547,11 @@ impl Drop for Installed {
 pub(crate) fn stop(why: &str) -> Result {
     if !move_state(State::Running, State::Stopping) {
         return Err(EBUSY);
+    }
+    // Samples no longer count: neither does the time they are expected
+    // over (tearing the run down can take a while on a loaded host).
+    for (_, c) in CPUS.iter() {
+        c.nmi.detached();
     }
     let p = RUN.swap(ptr::null_mut(), Ordering::AcqRel);
     let guard = if p.is_null() {
