@@ -4,9 +4,6 @@
 # to every writable file, and the benchmark.
 # Sourced by nmiclock.sh, after lib.sh; registers its cases in order.
 
-# Random writes per file in the hostile-input case.
-FUZZ_WRITES=60
-
 t_control_config() {
 	wait_clocksource
 	load duration_s=30 || { echo "insmod failed"; return 1; }

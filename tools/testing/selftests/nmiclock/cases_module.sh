@@ -171,8 +171,13 @@ t_bad_params() {
 		min_window_hits=1000000001 until=forever until=VERDICT disturb=bogus \
 		disturb=; do
 		name=${p%%=*}
-		# -q: one bad value per parameter.
-		case " $seen " in *" $name "*) [ $quick = 1 ] && continue ;; esac
+		# -q: the first bad value of one name and one number parameter
+		# (every parameter goes through the same parser; a failed
+		# insmod waits for RCU grace periods, slow on a debug kernel).
+		if [ $quick = 1 ]; then
+			case $name in clock | counter_bits) ;; *) continue ;; esac
+			case " $seen " in *" $name "*) continue ;; esac
+		fi
 		seen="$seen $name"
 		k=$((k + 1))
 		mark "param$k"

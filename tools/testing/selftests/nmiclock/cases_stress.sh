@@ -261,7 +261,9 @@ t_hotplug() {
 	load counter_bits=32 duration_s=300 || { echo "insmod failed"; return 1; }
 	echo start >"$DIR/control" || { unload; echo "start failed"; return 1; }
 	ret=0
-	for i in 1 2 3 4 5 6 7 8; do
+	i=0
+	while [ $i -lt $HOTPLUG ]; do
+		i=$((i + 1))
 		sleep 0.25
 		echo 0 >"$cpu" || { echo "offlining cpu1 failed"; ret=1; }
 		sleep 0.25

@@ -130,6 +130,12 @@ selected_cases() {
 	fi
 }
 
+# uptime_s: seconds since boot, whole.
+uptime_s() {
+	read -r up _ </proc/uptime
+	echo "${up%%.*}"
+}
+
 # run_cases [PATTERN [EXCLUDE]]: the plan (the number of cases selected),
 # then each case with its result.
 run_cases() {
@@ -138,9 +144,11 @@ run_cases() {
 	[ -n "$selected" ] || return 0
 	printf '%s\n' "$selected" >"$SCRATCH/cases"
 	while read -r fn desc; do
+		t0=$(uptime_s)
 		out=$($fn 2>&1)
 		rc=$?
 		printf '%s\n' "$out" | grep -vE '^(SKIP|XFAIL|XPASS): ' | grep . | sed 's/^/# /'
+		echo "# $fn took $(($(uptime_s) - t0)) s"
 		reason=$(printf '%s\n' "$out" | sed -nE 's/^(SKIP|XFAIL|XPASS): //p' | head -n 1)
 		case $rc in
 		$KSFT_PASS) ktap_test_pass "$desc" ;;

@@ -8,9 +8,12 @@
 #
 #   -q            quick: every case, with shorter runs (3 s checks and acct
 #                 runs instead of 5, stress runs of 3 s instead of 10 and
-#                 5, 5 load/unload and 10 start/stop cycles
-#                 instead of 20 and 50, one bad value per module parameter
-#                 instead of three or four). For debug kernels, whose point is
+#                 5, 5 load/unload, 10 start/stop and 4 CPU hotplug
+#                 cycles instead of 20, 50 and 8, 20 random writes per
+#                 file instead of 60 in the hostile-input case, one bad
+#                 value of one name and one number parameter instead of
+#                 three or four of every parameter: the same parser
+#                 refuses them all).  For debug kernels, whose point is
 #                 that every path runs under lockdep, KASAN and kmemleak;
 #                 the full run measures how much the checks catch.
 #   -m MODULE.ko  the module to test (default: $NMICLOCK_KO, else
@@ -50,16 +53,16 @@ while getopts qm:c:t:x:lh opt; do
 	t) pattern=$OPTARG ;;
 	x) exclude=$OPTARG ;;
 	l) list=1 ;;
-	*) sed -n '4,34p' "$0" | sed 's/^# \{0,1\}//'; exit 4 ;;
+	*) sed -n '4,38p' "$0" | sed 's/^# \{0,1\}//'; exit 4 ;;
 	esac
 done
 
 # Lengths of the runs (see -q).
 if [ $quick = 1 ]; then
-	CHECK_S=3 ACCT_S=3 STRESS_S=3 PRESSURE_S=3 START_STOP=10
+	CHECK_S=3 ACCT_S=3 STRESS_S=3 PRESSURE_S=3 START_STOP=10 HOTPLUG=4 FUZZ_WRITES=20
 	: "${cycles:=5}"
 else
-	CHECK_S=5 ACCT_S=5 STRESS_S=10 PRESSURE_S=5 START_STOP=50
+	CHECK_S=5 ACCT_S=5 STRESS_S=10 PRESSURE_S=5 START_STOP=50 HOTPLUG=8 FUZZ_WRITES=60
 	: "${cycles:=20}"
 fi
 
