@@ -69,7 +69,9 @@ t_narrow_counter() {
 # stores, on a 28-bit counter (an epoch update every 64 ms, while a wrap,
 # 128 ms, is far longer than any hiccup of a vCPU, so no update is late by
 # a whole wrap, which would step time back by one wrap whatever the
-# protection). It runs until the readers have seen TEAR_WINDOWS distinct
+# protection; on a loaded host it happened all the same, once in a while:
+# such a run proves nothing and is run again, three times at most). It
+# runs until the readers have seen TEAR_WINDOWS distinct
 # writer windows or time went backwards, TEAR_CAP_MS at most: how long that
 # takes depends on how often the host lets the reading vCPU run through a
 # window, not on a fixed time. Sets $backwards, $overruns, $windows,
@@ -78,6 +80,15 @@ t_narrow_counter() {
 TEAR_WINDOWS=50
 TEAR_CAP_MS=60000
 tear_check() {
+	for try in 1 2 3; do
+		tear_check_once "$1" || return 1
+		[ "$overruns" = 0 ] && return 0
+		echo "try $try: $overruns epoch updates came a wrap late (a vCPU held off for a wrap)"
+	done
+	return 0
+}
+
+tear_check_once() {
 	load clock="$1" counter_bits=28 tear_window_ns=50000 || { echo "insmod clock=$1 failed"; return 1; }
 	check=$(scratch)
 	check_run "ms=$TEAR_CAP_MS windows=$TEAR_WINDOWS"
