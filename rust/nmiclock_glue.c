@@ -16,6 +16,7 @@
 #include <linux/hrtimer.h>
 #include <linux/kthread.h>
 #include <linux/module.h>
+#include <linux/mutex.h>
 #include <linux/perf_event.h>
 #include <linux/sched/clock.h>
 #include <linux/seq_file.h>
@@ -56,6 +57,8 @@ const char *nmiclock_param_value(unsigned int i)
 /* ---- the exported clock ------------------------------------------------------ */
 
 EXPORT_SYMBOL_GPL(nmiclock_sched_clock);
+EXPORT_SYMBOL_GPL(nmiclock_register_target);
+EXPORT_SYMBOL_GPL(nmiclock_unregister_target);
 
 /* ---- debugfs ---------------------------------------------------------------- */
 
@@ -574,7 +577,52 @@ u64 nmiclock_real_fast_ns(void)
 	return ktime_get_real_fast_ns();
 }
 
+u64 nmiclock_boot_fast_ns(void)
+{
+	return ktime_get_boot_fast_ns();
+}
+
+u64 nmiclock_tai_fast_ns(void)
+{
+	return ktime_get_tai_fast_ns();
+}
+
 u64 nmiclock_ktime_get_ns(void)
 {
 	return ktime_get_ns();
+}
+
+/* ---- targets ---------------------------------------------------------------------- */
+
+static DEFINE_MUTEX(nmiclock_targets_mutex);
+
+void nmiclock_targets_lock(void)
+{
+	mutex_lock(&nmiclock_targets_mutex);
+}
+
+void nmiclock_targets_unlock(void)
+{
+	mutex_unlock(&nmiclock_targets_mutex);
+}
+
+u64 nmiclock_target_read(const struct nmiclock_target *t)
+{
+	return t->read();
+}
+
+void nmiclock_target_update(const struct nmiclock_target *t)
+{
+	if (t->update)
+		t->update();
+}
+
+bool nmiclock_target_get(const struct nmiclock_target *t)
+{
+	return try_module_get(t->owner);
+}
+
+void nmiclock_target_put(const struct nmiclock_target *t)
+{
+	module_put(t->owner);
 }

@@ -21,12 +21,19 @@
  *  - cpumask, tsc_khz, the kernel's clocks, irq flags, ndelay(), TICK_NSEC,
  *    context tests, CPU features: macros, inline functions and arch data
  *    bindgen does not see.
- *  - EXPORT_SYMBOL_GPL(nmiclock_sched_clock): exports need the C macro.
+ *  - EXPORT_SYMBOL_GPL(nmiclock_sched_clock) and of the target
+ *    registration (include/nmiclock.h, defined in Rust): exports need the
+ *    C macro.
+ *  - targets: the calls through a registered target's pointers (the one
+ *    call through a pointer on the NMI path: the code under test), its
+ *    owner's reference count, and the mutex of the registry.
  */
 #ifndef NMICLOCK_GLUE_H
 #define NMICLOCK_GLUE_H
 
 #include <linux/types.h>
+
+#include "../include/nmiclock.h"
 
 struct dentry;
 struct perf_event;
@@ -53,7 +60,8 @@ struct task_struct;
 	X(autostart)		\
 	X(min_window_hits)	\
 	X(until)		\
-	X(disturb)
+	X(disturb)		\
+	X(target)
 
 #define NMICLOCK_PARAM_ONE(name) + 1
 enum nmiclock_params {
@@ -229,6 +237,23 @@ u64 nmiclock_sched_clock_kernel(void);
 u64 nmiclock_mono_fast_ns(void);
 u64 nmiclock_raw_fast_ns(void);
 u64 nmiclock_real_fast_ns(void);
+u64 nmiclock_boot_fast_ns(void);
+u64 nmiclock_tai_fast_ns(void);
 u64 nmiclock_ktime_get_ns(void);
+
+/* ---- targets (include/nmiclock.h) --------------------------------------------------- */
+
+/*
+ * The registry's mutex (registration, unregistration, and what reads or
+ * changes the setting target=).
+ */
+void nmiclock_targets_lock(void);
+void nmiclock_targets_unlock(void);
+/* @t's read (any context, NMI included) and update (task or hard-IRQ). */
+u64 nmiclock_target_read(const struct nmiclock_target *t);
+void nmiclock_target_update(const struct nmiclock_target *t);
+/* A reference on @t's owner (false: it is going away), and its release. */
+bool nmiclock_target_get(const struct nmiclock_target *t);
+void nmiclock_target_put(const struct nmiclock_target *t);
 
 #endif /* NMICLOCK_GLUE_H */

@@ -69,6 +69,7 @@ mod kbench;
 mod kclock;
 mod percpu;
 mod settings;
+mod target;
 mod torture;
 
 /// Atomics and the spin hint for the shared core files: `core`'s (the host

@@ -32,6 +32,9 @@ use crate::parse::parse_u32;
 pub(crate) enum Kind {
     /// One of these names; the setting holds its index.
     Names(&'static [&'static str]),
+    /// One of these names, or a target another module registered (see
+    /// [`crate::target`]); the setting holds the target's index.
+    Target(&'static [&'static str]),
     /// A decimal number in `min..=max`.
     Number {
         /// Smallest value.
@@ -125,6 +128,9 @@ settings! {
     /// What the stress run's writers do besides moving the epoch.
     Disturb "disturb": Kind::Names(&crate::torture::DISTURB), default "none", false,
         "stress run disturbance: conversion switches between two mult/shift pairs, stutter pauses the writers";
+    /// What the stress run reads.
+    Target "target": Kind::Target(&crate::target::BUILTIN), default "nmiclock", false,
+        "what the stress run reads: nmiclock (the clock clock= selects), a kernel clock, or a target another module registered";
 }
 
 /// The glue declares exactly one module parameter per setting.
@@ -165,6 +171,7 @@ const fn put_u32<const N: usize>(mut out: [u8; N], at: usize, mut v: u32) -> ([u
 }
 
 const PARM: &[u8] = b"parm=";
+const REGISTERED: &[u8] = b"|NAME of a registered target";
 const VALUES: &[u8] = b"; values: ";
 const DEFAULT: &[u8] = b"; default ";
 
@@ -173,11 +180,14 @@ const DEFAULT: &[u8] = b"; default ";
 const fn modinfo_len(s: &Spec) -> usize {
     let mut n = PARM.len() + s.key.len() + 1 + s.help.len() + VALUES.len();
     match s.kind {
-        Kind::Names(names) => {
+        Kind::Names(names) | Kind::Target(names) => {
             let mut i = 0;
             while i < names.len() {
                 n += names[i].len() + if i > 0 { 1 } else { 0 };
                 i += 1;
+            }
+            if let Kind::Target(_) = s.kind {
+                n += REGISTERED.len();
             }
         }
         Kind::Number { min, max } => n += digits(min) + 2 + digits(max),
@@ -194,7 +204,7 @@ const fn modinfo<const N: usize>(s: &Spec) -> [u8; N] {
     let (out, at) = put(out, at, s.help.as_bytes());
     let (mut out, mut at) = put(out, at, VALUES);
     match s.kind {
-        Kind::Names(names) => {
+        Kind::Names(names) | Kind::Target(names) => {
             let mut i = 0;
             while i < names.len() {
                 if i > 0 {
@@ -202,6 +212,9 @@ const fn modinfo<const N: usize>(s: &Spec) -> [u8; N] {
                 }
                 (out, at) = put(out, at, names[i].as_bytes());
                 i += 1;
+            }
+            if let Kind::Target(_) = s.kind {
+                (out, at) = put(out, at, REGISTERED);
             }
         }
         Kind::Number { min, max } => {
@@ -252,6 +265,20 @@ fn parse(spec: &Spec, value: &str) -> Result<u32> {
                 Err(EINVAL)
             }
         },
+        Kind::Target(names) => match crate::target::lookup(value) {
+            Some(i) => Ok(i as u32),
+            None => {
+                pr_err!(
+                    "{}={}: unknown {}; valid: {}, or a registered target's name ({} registered)\n",
+                    spec.key,
+                    value,
+                    spec.key,
+                    Joined(names, ", "),
+                    crate::target::registered()
+                );
+                Err(EINVAL)
+            }
+        },
         Kind::Number { min, max } => match parse_u32(value.as_bytes()) {
             Some(v) if (min..=max).contains(&v) => Ok(v),
             _ => {
@@ -296,9 +323,25 @@ pub(crate) fn set(key: &str, value: &str) -> Result<Change> {
     let (Some(spec), Some(slot)) = (SPECS.get(index), VALUES_NOW.get(index)) else {
         return Err(EINVAL);
     };
-    let v = parse(spec, value)?;
-    let old = slot.swap(v, Ordering::Relaxed);
+    // A registered target's index stays its own only while the registry's
+    // mutex is held: unregistering it resets the setting under the mutex.
+    let old = match spec.kind {
+        Kind::Target(_) => crate::target::locked(|| -> Result<u32> {
+            Ok(slot.swap(parse(spec, value)?, Ordering::Relaxed))
+        })?,
+        _ => slot.swap(parse(spec, value)?, Ordering::Relaxed),
+    };
     Ok(Change { index, old, spec })
+}
+
+/// Sets `key` back to its default (a registered target going away). The
+/// caller holds the registry's mutex.
+pub(crate) fn reset(key: Key) {
+    if let (Some(spec), Some(slot)) = (SPECS.get(key as usize), VALUES_NOW.get(key as usize)) {
+        if let Ok(v) = parse(spec, spec.default) {
+            slot.store(v, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Applies the module parameters, each setting's default where one was not
@@ -348,6 +391,7 @@ impl fmt::Display for Value {
             .map_or(0, |v| v.load(Ordering::Relaxed));
         match SPECS.get(self.0).map(|s| &s.kind) {
             Some(Kind::Names(names)) => f.write_str(names.get(v as usize).copied().unwrap_or("?")),
+            Some(Kind::Target(_)) => crate::target::write_name(f, v as usize),
             _ => write!(f, "{v}"),
         }
     }

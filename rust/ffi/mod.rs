@@ -18,7 +18,9 @@
 //!   from NMI context, and the NMI IPI ([`nmi::NmiIpi`]);
 //! - [`cpu`]: CPU ids, hotplug callbacks ([`cpu::Hotplug`]) and the hotplug
 //!   lock, interrupts and preemption, delays;
-//! - [`time`]: the kernel's clocks, the counter's rate, `TICK_NSEC`.
+//! - [`time`]: the kernel's clocks, the counter's rate, `TICK_NSEC`;
+//! - [`target`]: targets other modules register, and the two functions
+//!   they call.
 //!
 //! No `kernel::ffi` type leaves this layer. Every callback the glue calls
 //! is a closure owned by the wrapper that registered it, reached through a
@@ -35,6 +37,7 @@ pub(crate) mod hrtimer;
 pub(crate) mod kthread;
 pub(crate) mod nmi;
 pub(crate) mod params;
+pub(crate) mod target;
 pub(crate) mod time;
 pub(crate) mod workqueue;
 

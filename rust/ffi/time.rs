@@ -65,6 +65,22 @@ pub(crate) fn real_fast_ns() -> u64 {
     unsafe { bindings::nmiclock_real_fast_ns() }
 }
 
+/// The kernel's NMI-safe `ktime_get_boot_fast_ns()`: monotonic plus the
+/// time spent in suspend.
+#[inline]
+pub(crate) fn boot_fast_ns() -> u64 {
+    // SAFETY: No preconditions; callable from any context, NMI included.
+    unsafe { bindings::nmiclock_boot_fast_ns() }
+}
+
+/// The kernel's NMI-safe `ktime_get_tai_fast_ns()`: monotonic plus the TAI
+/// offset.
+#[inline]
+pub(crate) fn tai_fast_ns() -> u64 {
+    // SAFETY: No preconditions; callable from any context, NMI included.
+    unsafe { bindings::nmiclock_tai_fast_ns() }
+}
+
 /// The kernel's `ktime_get_ns()` (`CLOCK_MONOTONIC`, seqcount-protected:
 /// in NMI context it could spin forever on a writer it interrupted, which
 /// is no memory-safety matter, but keep it to task context).

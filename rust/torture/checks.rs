@@ -39,6 +39,7 @@ use crate::ffi;
 use crate::ffi::cpu::Context;
 use crate::kacct;
 use crate::kclock;
+use crate::target;
 
 /// Fixed part of the tolerance of the reference check, ns.
 pub(crate) const REF_TOLERANCE_NS: u64 = 20_000;
@@ -63,6 +64,19 @@ pub(crate) struct Cpu {
     pub(crate) backwards: AtomicU64,
     pub(crate) cross: AtomicU64,
     pub(crate) max_backstep: AtomicU64,
+    /// Target runs: steps back within what the target promises.
+    pub(crate) steps_back_allowed: AtomicU64,
+    /// Target runs: steps back on one CPU, or across CPUs, that the
+    /// target never promised not to take; their largest, across CPUs.
+    pub(crate) unpromised_backwards: AtomicU64,
+    pub(crate) unpromised_cross: AtomicU64,
+    pub(crate) max_cross_backstep: AtomicU64,
+    /// Target runs: elapsed times off the reference's, on a target that
+    /// does not promise its rate; the largest error, ns.
+    pub(crate) unpromised_ref: AtomicU64,
+    pub(crate) max_ref_error: AtomicU64,
+    /// Target runs: reads by the writers, in task context.
+    pub(crate) task_reads: AtomicU64,
     pub(crate) hits_local: AtomicU64,
     pub(crate) hits_remote: AtomicU64,
     pub(crate) stable_copy: AtomicU64,
@@ -90,6 +104,13 @@ impl Default for Cpu {
             backwards: AtomicU64::new(0),
             cross: AtomicU64::new(0),
             max_backstep: AtomicU64::new(0),
+            steps_back_allowed: AtomicU64::new(0),
+            unpromised_backwards: AtomicU64::new(0),
+            unpromised_cross: AtomicU64::new(0),
+            max_cross_backstep: AtomicU64::new(0),
+            unpromised_ref: AtomicU64::new(0),
+            max_ref_error: AtomicU64::new(0),
+            task_reads: AtomicU64::new(0),
             hits_local: AtomicU64::new(0),
             hits_remote: AtomicU64::new(0),
             stable_copy: AtomicU64::new(0),
@@ -118,6 +139,13 @@ impl Cpu {
             &self.backwards,
             &self.cross,
             &self.max_backstep,
+            &self.steps_back_allowed,
+            &self.unpromised_backwards,
+            &self.unpromised_cross,
+            &self.max_cross_backstep,
+            &self.unpromised_ref,
+            &self.max_ref_error,
+            &self.task_reads,
             &self.hits_local,
             &self.hits_remote,
             &self.stable_copy,
@@ -334,6 +362,10 @@ fn cover(c: &Cpu, hit: &Hit, r: &Reading) {
 
 /// One sample on this CPU, whose state is `c`, from context `ctx`.
 pub(crate) fn sample(c: &Cpu, ctx: Context) {
+    if target::run_index() != target::NMICLOCK {
+        sample_target(c, ctx);
+        return;
+    }
     inc(&c.samples);
     if ctx == Context::Nmi {
         inc(&c.nmi_samples);
@@ -439,6 +471,155 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
         c.has_base.store(true, Ordering::Relaxed);
     }
     acct_update(ctx, 0);
+}
+
+/// A step back of a target's read against `against` (the previous read on
+/// this CPU, or with `cross` the highest any CPU had read), judged by what
+/// the target promises: within it, counted as allowed; beyond a promise,
+/// an anomaly; where it promises nothing, counted and measured only.
+fn step_back(c: &Cpu, ctx: Context, cross: bool, ns: u64, against: u64, at: u64) {
+    let size = against.wrapping_sub(ns);
+    let p = target::promise();
+    let (promised, max, unpromised, broken, kind) = if cross {
+        (
+            p.cross_cpu,
+            &c.max_cross_backstep,
+            &c.unpromised_cross,
+            &c.cross,
+            Kind::CrossCpu,
+        )
+    } else {
+        (
+            p.per_cpu,
+            &c.max_backstep,
+            &c.unpromised_backwards,
+            &c.backwards,
+            Kind::Backwards,
+        )
+    };
+    max.fetch_max(size, Ordering::Relaxed);
+    match promised {
+        Some(allowed) if size <= allowed => inc(&c.steps_back_allowed),
+        Some(_) => {
+            inc(broken);
+            let r = Reading {
+                ns,
+                ..Reading::default()
+            };
+            anomaly(kind, ctx, ns, against, &r, at);
+        }
+        None => inc(unpromised),
+    }
+}
+
+/// One sample of a target other than `nmiclock` ([`crate::target`]): read
+/// between two reads of the reference, checked for steps back on this CPU
+/// and across CPUs, and against the reference's elapsed time, each judged
+/// by the target's promise; and the coverage of a registered target's
+/// updates.
+fn sample_target(c: &Cpu, ctx: Context) {
+    inc(&c.samples);
+    if ctx == Context::Nmi {
+        inc(&c.nmi_samples);
+    }
+    let high = HIGH_WATER.load(Ordering::Acquire);
+    let v0 = View::now();
+    let ref_lo = ffi::time::raw_fast_ns();
+    let t0 = Ordered.read();
+    let ns = target::read();
+    let t1 = Ordered.read();
+    let ref_hi = ffi::time::raw_fast_ns();
+    let v1 = View::now();
+    // Only a registered target's updates are its windows (nmiclock's own
+    // clock keeps updating beside it).
+    let hit = Hit::between(v0, v1);
+    if hit.window == Some(Window::Target) {
+        inc(if hit.local.is_some() {
+            &c.hits_local
+        } else {
+            &c.hits_remote
+        });
+    }
+    if let Some(h) = c.hist.get(bucket(cycles_ns(t1.wrapping_sub(t0)))) {
+        inc(h);
+    }
+    let at = since_start(ref_hi);
+    let mut good = true;
+    if c.has_base.load(Ordering::Relaxed) {
+        let prev = c.prev_ns.load(Ordering::Relaxed);
+        if ns < prev {
+            step_back(c, ctx, false, ns, prev, at);
+        }
+        // The elapsed reference time lies in [lo, hi]; the target's must
+        // too, give or take the tolerance.
+        let base = c.base_ns.load(Ordering::Relaxed);
+        let d = ns.wrapping_sub(base) as i64;
+        let lo = ref_lo.wrapping_sub(c.base_ref_hi.load(Ordering::Relaxed)) as i64;
+        let hi = ref_hi.wrapping_sub(c.base_ref_lo.load(Ordering::Relaxed)) as i64;
+        let growth = (hi.max(0) as u64 / 1_000_000).saturating_mul(REF_TOLERANCE_PPM);
+        let tol = REF_TOLERANCE_NS.saturating_add(growth) as i64;
+        let err = if d < lo {
+            lo.wrapping_sub(d)
+        } else if d > hi {
+            d.wrapping_sub(hi)
+        } else {
+            0
+        };
+        if err > tol {
+            if target::promise().raw_rate {
+                good = false;
+                inc(&c.ref_mismatches);
+                let r = Reading {
+                    ns,
+                    ..Reading::default()
+                };
+                let mid = (lo / 2).wrapping_add(hi / 2);
+                anomaly(
+                    Kind::Reference,
+                    ctx,
+                    ns,
+                    base.wrapping_add(mid as u64),
+                    &r,
+                    at,
+                );
+            } else {
+                inc(&c.unpromised_ref);
+            }
+            c.max_ref_error.fetch_max(err as u64, Ordering::Relaxed);
+        }
+    }
+    if ns < high {
+        step_back(c, ctx, true, ns, high, at);
+    }
+    HIGH_WATER.fetch_max(ns, Ordering::Release);
+    c.prev_ns.store(ns, Ordering::Relaxed);
+    if good || !c.has_base.load(Ordering::Relaxed) {
+        c.base_ns.store(ns, Ordering::Relaxed);
+        c.base_ref_lo.store(ref_lo, Ordering::Relaxed);
+        c.base_ref_hi.store(ref_hi, Ordering::Relaxed);
+        c.has_base.store(true, Ordering::Relaxed);
+    }
+    acct_update(ctx, 0);
+}
+
+/// A writer's read of the run's target in task context, on its CPU (state
+/// `c`), against its own previous read `prev` (the samples on its CPU keep
+/// theirs apart, since they interrupt it) and the highest any CPU had read.
+pub(crate) fn task_read(c: &Cpu, prev: &mut Option<u64>) {
+    let high = HIGH_WATER.load(Ordering::Acquire);
+    let ns = target::read();
+    inc(&c.task_reads);
+    let at = since_start(ffi::time::raw_fast_ns());
+    if let Some(p) = *prev {
+        if ns < p {
+            step_back(c, Context::Task, false, ns, p, at);
+        }
+    }
+    if ns < high {
+        step_back(c, Context::Task, true, ns, high, at);
+    }
+    HIGH_WATER.fetch_max(ns, Ordering::Release);
+    *prev = Some(ns);
 }
 
 /// [`sample`], timed into [`NMI_HANDLER_NS`] when `ctx` is NMI context.

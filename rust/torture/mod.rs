@@ -50,6 +50,7 @@ use crate::kacct;
 use crate::kclock;
 use crate::percpu::PerCpu;
 use crate::settings::{self, Key};
+use crate::target;
 
 pub(crate) use checks::NMI_HANDLER_NS;
 
@@ -217,14 +218,36 @@ fn on_sample(ctx: Context) {
 /// A writer on one CPU, until the run stops: moves the epoch (or, with
 /// `disturb=conversion`, now and then switches the conversion) and runs a
 /// task-context acct update, as often as `update_us` allows; with
-/// `disturb=stutter` it pauses every other [`STUTTER_NS`].
+/// `disturb=stutter` it pauses every other [`STUTTER_NS`]. With another
+/// target than `nmiclock`, it calls a registered target's update instead,
+/// and reads the target in task context.
 fn writer(k: &Kthread) {
     let update_us = settings::get(Key::UpdateUs);
     let window = settings::get(Key::TearWindowNs);
     let disturb = settings::get(Key::Disturb);
     let start = START_NS.load(Ordering::Relaxed);
+    let kind = target::run_kind();
     let mut n: u64 = 0;
+    let mut prev = None;
     while !k.should_stop() {
+        if kind != target::Kind::Nmiclock {
+            // Another target: its update (a registered one's), then a
+            // read in task context; the kernel's clocks update themselves.
+            if let target::Kind::Registered { update: true } = kind {
+                target::update_step();
+            }
+            if let Some(c) = CPUS.this_cpu() {
+                checks::task_read(&c.checks, &mut prev);
+            }
+            checks::acct_update(Context::Task, window);
+            n = n.wrapping_add(1);
+            if update_us != 0 {
+                ffi::cpu::sleep_us(update_us);
+            } else if n % 16 == 0 {
+                ffi::cpu::cond_resched();
+            }
+            continue;
+        }
         if disturb == DISTURB_STUTTER
             && (ffi::time::local_clock().wrapping_sub(start) / STUTTER_NS) % 2 == 1
         {
@@ -312,6 +335,8 @@ struct Run {
     deadline: HrTimer,
     waker: Option<HrTimer>,
     source: source::RunPart,
+    /// Released once nothing reads the target any more.
+    _target: target::Pinned,
     guard: Option<Guard>,
 }
 
@@ -341,6 +366,12 @@ static RUN: AtomicPtr<Run> = AtomicPtr::new(ptr::null_mut());
 fn monitor(stopper: &Work) -> u64 {
     if !live() {
         return 0;
+    }
+    // A registered target's update, from hard-IRQ context too.
+    if running() {
+        if let target::Kind::Registered { update: true } = target::run_kind() {
+            target::update_step();
+        }
     }
     let verdict = show::verdict_so_far();
     if verdict == show::Verdict::Failure {
@@ -375,6 +406,7 @@ fn monitor(stopper: &Work) -> u64 {
 
 /// Sets up the sources, writers and timers of a run.
 fn build(guard: Guard, stopper: &Arc<Work>) -> Result<KBox<Run>> {
+    let target = target::Pinned::selected()?;
     let period_ns = u64::from(settings::get(Key::PeriodUs)) * 1_000;
     PERIOD_NS.store(period_ns, Ordering::Relaxed);
     let stopper = stopper.clone();
@@ -385,6 +417,7 @@ fn build(guard: Guard, stopper: &Arc<Work>) -> Result<KBox<Run>> {
             deadline,
             waker: None,
             source: part,
+            _target: target,
             guard: Some(guard),
         },
         GFP_KERNEL,

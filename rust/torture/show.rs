@@ -21,6 +21,7 @@ use crate::fmtbuf::FmtBuf;
 use crate::kacct;
 use crate::kclock;
 use crate::settings::{self, Key};
+use crate::target;
 
 /// One log line (printk takes one string).
 type Line = FmtBuf<1024>;
@@ -52,6 +53,12 @@ impl Verdict {
 
 /// Window hits a run without anomaly needs to end `SUCCESS`.
 pub(crate) fn hits_needed() -> u64 {
+    // The kernel's clocks update themselves, out of sight, and a
+    // registered target without an update has no window: no coverage.
+    match target::run_kind() {
+        target::Kind::Kernel | target::Kind::Registered { update: false } => return 0,
+        _ => {}
+    }
     match settings::get(Key::MinWindowHits) {
         0 => HITS_PER_SECOND.saturating_mul(u64::from(settings::get(Key::DurationS))),
         n => u64::from(n),
@@ -72,6 +79,13 @@ struct Totals {
     backwards: u64,
     cross: u64,
     max_backstep: u64,
+    steps_back_allowed: u64,
+    unpromised_backwards: u64,
+    unpromised_cross: u64,
+    max_cross_backstep: u64,
+    unpromised_ref: u64,
+    max_ref_error: u64,
+    task_reads: u64,
     clock: kclock::Totals,
     acct: kacct::Totals,
 }
@@ -101,6 +115,13 @@ impl Totals {
             backwards: CPUS.sum(|c| &c.checks.backwards),
             cross: CPUS.sum(|c| &c.checks.cross),
             max_backstep: CPUS.max(|c| &c.checks.max_backstep),
+            steps_back_allowed: CPUS.sum(|c| &c.checks.steps_back_allowed),
+            unpromised_backwards: CPUS.sum(|c| &c.checks.unpromised_backwards),
+            unpromised_cross: CPUS.sum(|c| &c.checks.unpromised_cross),
+            max_cross_backstep: CPUS.max(|c| &c.checks.max_cross_backstep),
+            unpromised_ref: CPUS.sum(|c| &c.checks.unpromised_ref),
+            max_ref_error: CPUS.max(|c| &c.checks.max_ref_error),
+            task_reads: CPUS.sum(|c| &c.checks.task_reads),
             clock: kclock::totals(),
             acct: kacct::totals(),
         }
@@ -136,36 +157,91 @@ impl Totals {
     }
 
     /// The counts of the run's own (the clock's and acct's are in `stats`
-    /// already, under the same names).
-    fn own(&self) -> [(&'static str, u64); 12] {
+    /// already, under the same names), each with the runs it means
+    /// something for.
+    fn own(&self) -> [(&'static str, u64, For); 21] {
+        let (updates, skips) = target::update_counts();
         [
-            ("samples", self.samples),
-            ("samples_expected", self.samples_expected),
-            ("starved_cpus", self.starved_cpus),
-            ("nmi_samples", self.nmi_samples),
-            ("window_hits_local", self.hits_local),
-            ("window_hits_remote", self.hits_remote),
-            ("stable_copy_reads", self.stable_copy),
-            ("torn_reads", self.torn),
-            ("reference_mismatches", self.ref_mismatches),
-            ("backwards", self.backwards),
-            ("cross_cpu_backwards", self.cross),
-            ("max_backstep_ns", self.max_backstep),
+            ("samples", self.samples, For::All),
+            ("samples_expected", self.samples_expected, For::All),
+            ("starved_cpus", self.starved_cpus, For::All),
+            ("nmi_samples", self.nmi_samples, For::All),
+            ("window_hits_local", self.hits_local, For::All),
+            ("window_hits_remote", self.hits_remote, For::All),
+            ("stable_copy_reads", self.stable_copy, For::Nmiclock),
+            ("torn_reads", self.torn, For::Nmiclock),
+            ("reference_mismatches", self.ref_mismatches, For::All),
+            ("backwards", self.backwards, For::All),
+            ("cross_cpu_backwards", self.cross, For::All),
+            ("max_backstep_ns", self.max_backstep, For::All),
+            (
+                "max_cross_backstep_ns",
+                self.max_cross_backstep,
+                For::Target,
+            ),
+            ("steps_back_allowed", self.steps_back_allowed, For::Target),
+            (
+                "unpromised_backwards",
+                self.unpromised_backwards,
+                For::Target,
+            ),
+            (
+                "unpromised_cross_cpu_backwards",
+                self.unpromised_cross,
+                For::Target,
+            ),
+            (
+                "unpromised_reference_errors",
+                self.unpromised_ref,
+                For::Target,
+            ),
+            ("max_reference_error_ns", self.max_ref_error, For::Target),
+            ("task_reads", self.task_reads, For::Target),
+            ("target_updates", updates, For::Target),
+            ("target_update_skips", skips, For::Stats),
         ]
     }
 
     /// The clock's and the acct updater's counts, for the End of test line.
-    fn theirs(&self) -> [(&'static str, u64); 8] {
+    fn theirs(&self) -> [(&'static str, u64, For); 8] {
         [
-            ("clock_stalls", self.clock.stalls),
-            ("epoch_updates", self.clock.epoch_updates),
-            ("wrap_overruns", self.clock.wrap_overruns),
-            ("acct_updates", self.acct.updates),
-            ("acct_races", self.acct.races),
-            ("acct_bad_deltas", self.acct.bad_deltas),
-            ("acct_timexpd_backwards", self.acct.backwards),
-            ("acct_integral_mismatches", self.acct.mismatches),
+            ("clock_stalls", self.clock.stalls, For::Nmiclock),
+            ("epoch_updates", self.clock.epoch_updates, For::Nmiclock),
+            ("wrap_overruns", self.clock.wrap_overruns, For::Nmiclock),
+            ("acct_updates", self.acct.updates, For::All),
+            ("acct_races", self.acct.races, For::All),
+            ("acct_bad_deltas", self.acct.bad_deltas, For::All),
+            ("acct_timexpd_backwards", self.acct.backwards, For::All),
+            ("acct_integral_mismatches", self.acct.mismatches, For::All),
         ]
+    }
+}
+
+/// Which End of test lines a count appears in (`stats` has them all): a
+/// printk record holds 1024 bytes, too few for every count of both kinds
+/// of run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum For {
+    /// Every run's.
+    All,
+    /// Runs of `target=nmiclock`.
+    Nmiclock,
+    /// Runs of another target.
+    Target,
+    /// None: `stats` only.
+    Stats,
+}
+
+impl For {
+    /// Whether the End of test line of a run of `nmiclock` (or not) shows
+    /// it.
+    fn shown(self, nmiclock: bool) -> bool {
+        match self {
+            Self::All => true,
+            Self::Nmiclock => nmiclock,
+            Self::Target => !nmiclock,
+            Self::Stats => false,
+        }
     }
 }
 
@@ -187,7 +263,13 @@ static LAST_VERDICT: AtomicU64 = AtomicU64::new(0);
 
 /// Takes the measures that need the clock at the end of a run.
 pub(crate) fn end_run() {
-    RATE_ERROR_PPB.store(checks::rate_error_ppb(), Ordering::Relaxed);
+    // nmiclock's own clock only: the writers leave it alone otherwise.
+    let ppb = if target::run_index() == target::NMICLOCK {
+        checks::rate_error_ppb()
+    } else {
+        0
+    };
+    RATE_ERROR_PPB.store(ppb, Ordering::Relaxed);
 }
 
 /// A signed count that is -1 for "none".
@@ -224,8 +306,11 @@ pub(crate) fn end_of_test(why: &str) {
         settings::Inline,
         source_used()
     );
-    for (k, v) in Iterator::chain(t.own().into_iter(), t.theirs()) {
-        let _ = write!(line, " {k}={v}");
+    let nmiclock = target::run_index() == target::NMICLOCK;
+    for (k, v, f) in Iterator::chain(t.own().into_iter(), t.theirs()) {
+        if f.shown(nmiclock) {
+            let _ = write!(line, " {k}={v}");
+        }
     }
     let _ = write!(
         line,
@@ -236,11 +321,13 @@ pub(crate) fn end_of_test(why: &str) {
     for (k, v) in first_anomaly() {
         let _ = write!(line, " {k}={v}");
     }
-    let _ = write!(
-        line,
-        " rate_error_ppb={}",
-        RATE_ERROR_PPB.load(Ordering::Relaxed)
-    );
+    if nmiclock {
+        let _ = write!(
+            line,
+            " rate_error_ppb={}",
+            RATE_ERROR_PPB.load(Ordering::Relaxed)
+        );
+    }
     pr_info!(
         "End of test: {} ({}):{}\n",
         verdict.name(),
@@ -264,8 +351,9 @@ pub(crate) fn stats(w: &mut impl Write) -> fmt::Result {
         }
     )?;
     writeln!(w, "nmi_source_used: {}", source_used())?;
+    target::show(w)?;
     writeln!(w, "perf_hw_error: {}", source::perf_hw_error())?;
-    for (k, v) in t.own() {
+    for (k, v, _) in t.own() {
         writeln!(w, "{k}: {v}")?;
     }
     writeln!(w, "errors: {}", t.errors())?;

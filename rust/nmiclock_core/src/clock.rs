@@ -112,6 +112,9 @@ pub enum Window {
     SeqOdd = 3,
     /// Unprotected: its one copy is being written, nothing tells readers.
     Bare = 4,
+    /// A target another module registered is inside its `update`: what it
+    /// writes there, and how, is its own.
+    Target = 5,
 }
 
 impl Window {
@@ -123,6 +126,7 @@ impl Window {
             2 => Some(Self::SecondCopy),
             3 => Some(Self::SeqOdd),
             4 => Some(Self::Bare),
+            5 => Some(Self::Target),
             _ => None,
         }
     }
@@ -143,6 +147,7 @@ impl Window {
             Self::SecondCopy => "second_copy",
             Self::SeqOdd => "seq_odd",
             Self::Bare => "bare",
+            Self::Target => "target_update",
         }
     }
 }

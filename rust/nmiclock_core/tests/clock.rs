@@ -414,11 +414,11 @@ fn writers_mark_their_windows_and_the_latch_reads_the_other_copy() {
         assert!(clock.recalibrate(2, 1, &mut w));
         assert_eq!(w.log, want, "{}", clock.protection());
     }
-    for v in 1..=4 {
+    for v in 1..=5 {
         assert_eq!(Window::from_u32(v).map(|w| w as u32), Some(v));
     }
     assert_eq!(Window::from_u32(0), None);
-    assert_eq!(Window::from_u32(5), None);
+    assert_eq!(Window::from_u32(6), None);
 }
 
 /// A small deterministic generator for the property tests below.

@@ -13,11 +13,16 @@ stress_run() {
 	shift
 	wait_clocksource
 	load counter_bits=32 duration_s="$secs" "$@" || { echo "insmod $* failed"; return 1; }
+	# $stress_prep (cases_target.sh): what to do between load and start.
+	if [ -n "${stress_prep:-}" ] && ! $stress_prep; then
+		unload_all
+		return 1
+	fi
 	stress=$(scratch)
 	mark stress
 	if ! echo start >"$DIR/control"; then
 		echo "start failed"
-		unload
+		unload_all
 		return 1
 	fi
 	# until=coverage may run ten times as long.
@@ -30,7 +35,7 @@ stress_run() {
 	done
 	cat "$DIR/stats" >"$stress"
 	eot=$(log_since stress | grep 'nmiclock: End of test: ' | head -n 1)
-	unload
+	unload_all
 	[ "$(stat_value "$stress" state)" = done ] || { echo "the run did not end"; return 1; }
 	[ -n "$eot" ] || { echo "no End of test line"; return 1; }
 	verdict=$(printf '%s\n' "$eot" | sed -n 's/.*End of test: \([A-Z]*\) (\([^)]*\)).*/\1/p')

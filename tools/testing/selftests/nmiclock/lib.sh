@@ -187,6 +187,14 @@ unload() {
 	rmmod nmiclock
 }
 
+# The target samples (cases_target.sh), then nmiclock: they depend on it.
+unload_all() {
+	for m in nmiclock_target_c nmiclock_target_rust; do
+		grep -q "^$m " /proc/modules && rmmod $m
+	done
+	unload
+}
+
 # Everything the module creates is gone once it is unloaded.
 left_behind() {
 	is_loaded && echo "nmiclock still in /proc/modules"

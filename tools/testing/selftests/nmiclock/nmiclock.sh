@@ -59,15 +59,15 @@ done
 
 # Lengths of the runs (see -q).
 if [ $quick = 1 ]; then
-	CHECK_S=3 ACCT_S=3 STRESS_S=3 PRESSURE_S=3 START_STOP=10 HOTPLUG=4 FUZZ_WRITES=20
+	CHECK_S=3 ACCT_S=3 STRESS_S=3 PRESSURE_S=3 START_STOP=10 HOTPLUG=4 FUZZ_WRITES=20 TARGET_S=2
 	: "${cycles:=5}"
 else
-	CHECK_S=5 ACCT_S=5 STRESS_S=10 PRESSURE_S=5 START_STOP=50 HOTPLUG=8 FUZZ_WRITES=60
+	CHECK_S=5 ACCT_S=5 STRESS_S=10 PRESSURE_S=5 START_STOP=50 HOTPLUG=8 FUZZ_WRITES=60 TARGET_S=3
 	: "${cycles:=20}"
 fi
 
 . "$here/lib.sh"
-for f in module clock acct interface stress; do
+for f in module clock acct interface stress target; do
 	. "$here/cases_$f.sh"
 done
 # Last: what must hold once everything else has run.

@@ -1,0 +1,527 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Targets: what the stress run reads (the setting `target`).
+//!
+//! - `nmiclock`, the default: the clock `clock=` selects, checked exactly
+//!   against its counter ([`crate::torture`]);
+//! - the kernel's clocks meant for NMI context or the scheduler
+//!   ([`BUILTIN`] after the first), read through the glue and judged by
+//!   what each promises ([`PROMISES`]);
+//! - clocks other modules register (`include/nmiclock.h`), up to
+//!   [`MAX_REGISTERED`], judged as a `sched_clock` replacement must be: per
+//!   CPU and across CPUs monotonic, at the rate of `CLOCK_MONOTONIC_RAW`.
+//!   Their `update`, if any, is what the run's writers call, one at a time
+//!   ([`update_step`]), each call a window for the coverage figures.
+//!
+//! The setting holds an index: into [`BUILTIN`], or [`BUILTIN`]`.len()`
+//! plus a registry slot. A run pins its target ([`Pinned`]): a reference on
+//! the provider's module, released when the run ends. Unregistering a target
+//! a run uses stops the run first; unregistering the selected target sets
+//! `target` back to `nmiclock`.
+
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+use kernel::prelude::*;
+
+use crate::clock::{Window, Writer};
+use crate::coverage::Marker;
+use crate::ffi;
+use crate::ffi::target::{Locked, RawTarget};
+use crate::settings::{self, Key};
+
+/// The built-in targets, in setting order; the first is the default.
+pub(crate) const BUILTIN: [&str; 8] = [
+    "nmiclock",
+    "sched_clock",
+    "local_clock",
+    "ktime_get_mono_fast_ns",
+    "ktime_get_raw_fast_ns",
+    "ktime_get_boot_fast_ns",
+    "ktime_get_tai_fast_ns",
+    "ktime_get_real_fast_ns",
+];
+
+/// `target=nmiclock`.
+pub(crate) const NMICLOCK: usize = 0;
+
+/// Targets registered at once, at most.
+pub(crate) const MAX_REGISTERED: usize = 8;
+
+/// Longest name of a registered target, in bytes.
+pub(crate) const NAME_MAX: usize = 31;
+
+/// How far the kernel's `ktime_get_*_fast_ns()` may step back across an
+/// update: "a few nanoseconds", in the kernel's words (an NMI inside the
+/// update, or another CPU, reads with the old slope). Checked at 1 us: a
+/// whole second between updates at the mult steps the timekeeper makes
+/// (about 60 ns), ten times over.
+const FAST_STEP_BACK_NS: u64 = 1_000;
+
+/// What a clock promises, from the kernel's documentation and comments.
+pub(crate) struct Promise {
+    /// Monotonic on each CPU, up to a step back of this many ns (`None`:
+    /// not promised).
+    pub(crate) per_cpu: Option<u64>,
+    /// Monotonic across CPUs, up to this step back (`None`: not promised).
+    pub(crate) cross_cpu: Option<u64>,
+    /// Runs at the rate of `CLOCK_MONOTONIC_RAW`, within NTP's slew and
+    /// the reference check's tolerance, and is never stepped.
+    pub(crate) raw_rate: bool,
+    /// Where the promise is written.
+    pub(crate) source: &'static str,
+}
+
+/// The promise of each built-in target, in [`BUILTIN`] order.
+pub(crate) static PROMISES: [Promise; 8] = [
+    // nmiclock: what the stress run has always checked.
+    Promise {
+        per_cpu: Some(0),
+        cross_cpu: Some(0),
+        raw_rate: true,
+        source: "nmiclock's own: a sched_clock replacement",
+    },
+    Promise {
+        per_cpu: None,
+        cross_cpu: None,
+        raw_rate: false,
+        source: "include/linux/sched/clock.h: no promise of monotonicity or bounded drift between CPUs; NMI-safe (kernel/time/sched_clock.c, arch/x86/kernel/tsc.c: a latch)",
+    },
+    Promise {
+        per_cpu: Some(0),
+        cross_cpu: None,
+        raw_rate: false,
+        source: "include/linux/sched/clock.h: monotonic per CPU, bounded drift between CPUs, time can go backwards across CPUs",
+    },
+    Promise {
+        per_cpu: Some(FAST_STEP_BACK_NS),
+        cross_cpu: Some(FAST_STEP_BACK_NS),
+        raw_rate: true,
+        source: "kernel/time/timekeeping.c: NMI-safe, not monotonic across an update (a few ns)",
+    },
+    Promise {
+        per_cpu: Some(FAST_STEP_BACK_NS),
+        cross_cpu: Some(FAST_STEP_BACK_NS),
+        raw_rate: true,
+        source: "kernel/time/timekeeping.c: as ktime_get_mono_fast_ns, unslewed",
+    },
+    Promise {
+        per_cpu: Some(FAST_STEP_BACK_NS),
+        cross_cpu: Some(FAST_STEP_BACK_NS),
+        raw_rate: true,
+        source: "kernel/time/timekeeping.c: as ktime_get_mono_fast_ns, plus the time in suspend",
+    },
+    Promise {
+        per_cpu: None,
+        cross_cpu: None,
+        raw_rate: false,
+        source: "kernel/time/timekeeping.c: as ktime_get_boot_fast_ns; the TAI offset moves with settime and adjtimex",
+    },
+    Promise {
+        per_cpu: None,
+        cross_cpu: None,
+        raw_rate: false,
+        source: "kernel/time/timekeeping.c: as ktime_get_mono_fast_ns; CLOCK_REALTIME is stepped by settimeofday and adjtimex",
+    },
+];
+
+/// What a registered target must do: a `sched_clock` replacement's
+/// promise.
+pub(crate) static REGISTERED: Promise = Promise {
+    per_cpu: Some(0),
+    cross_cpu: Some(0),
+    raw_rate: true,
+    source: "include/nmiclock.h: a clock in ns, read from NMI context",
+};
+
+/// One registry slot.
+struct Slot {
+    /// The target's [`RawTarget::addr`], 0 when free.
+    target: AtomicUsize,
+    /// Its name, copied at registration ([a-z0-9_], NUL-padded), so that
+    /// showing the setting needs no lock.
+    name: [AtomicU64; 4],
+    /// Being unregistered: no run may pin it.
+    going: AtomicBool,
+}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const FREE: Slot = Slot {
+    target: AtomicUsize::new(0),
+    name: [const { AtomicU64::new(0) }; 4],
+    going: AtomicBool::new(false),
+};
+
+static SLOTS: [Slot; MAX_REGISTERED] = [FREE; MAX_REGISTERED];
+
+/// The target index of the run in progress (or the last run).
+static RUN_INDEX: AtomicUsize = AtomicUsize::new(NMICLOCK);
+/// The registered target the run in progress reads ([`RawTarget::addr`]),
+/// 0 for a built-in one.
+static RUN_RAW: AtomicUsize = AtomicUsize::new(0);
+/// The run's registered target has an `update` (kept past the run).
+static RUN_UPDATE: AtomicBool = AtomicBool::new(false);
+/// A target `update` call is in progress (they are serialized).
+static UPDATING: AtomicBool = AtomicBool::new(false);
+/// Target `update` calls made in the run in progress (or the last).
+static UPDATES: AtomicU64 = AtomicU64::new(0);
+/// Writer steps that found another CPU's `update` in progress.
+static UPDATE_SKIPS: AtomicU64 = AtomicU64::new(0);
+
+/// A name copied into a slot.
+fn store_name(slot: &Slot, name: &[u8]) {
+    for (i, word) in slot.name.iter().enumerate() {
+        let mut b = [0u8; 8];
+        for (j, x) in b.iter_mut().enumerate() {
+            *x = name.get(i * 8 + j).copied().unwrap_or(0);
+        }
+        word.store(u64::from_le_bytes(b), Ordering::Relaxed);
+    }
+}
+
+/// A slot's name, as stored.
+struct SlotName([u8; 32]);
+
+impl SlotName {
+    fn of(slot: &Slot) -> Self {
+        let mut out = [0u8; 32];
+        for (chunk, word) in out.chunks_mut(8).zip(slot.name.iter()) {
+            chunk.copy_from_slice(&word.load(Ordering::Relaxed).to_le_bytes());
+        }
+        Self(out)
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        let n = self.0.iter().position(|&b| b == 0).unwrap_or(self.0.len());
+        self.0.get(..n).unwrap_or(&[])
+    }
+}
+
+/// Writes the name of target `index` (a built-in one, or a registered
+/// one's; `?` for an empty slot).
+pub(crate) fn write_name(f: &mut core::fmt::Formatter<'_>, index: usize) -> core::fmt::Result {
+    if let Some(n) = BUILTIN.get(index) {
+        return f.write_str(n);
+    }
+    let Some(slot) = index.checked_sub(BUILTIN.len()).and_then(|i| SLOTS.get(i)) else {
+        return f.write_str("?");
+    };
+    let name = SlotName::of(slot);
+    match core::str::from_utf8(name.as_bytes()) {
+        Ok(s) if !s.is_empty() => f.write_str(s),
+        _ => f.write_str("?"),
+    }
+}
+
+/// The index of the target named `name`, if any. The caller holds the
+/// registry's mutex (see [`settings::set`]) when it keeps the index.
+pub(crate) fn lookup(name: &str) -> Option<usize> {
+    if let Some(i) = BUILTIN.iter().position(|n| *n == name) {
+        return Some(i);
+    }
+    SLOTS
+        .iter()
+        .position(|s| {
+            s.target.load(Ordering::Acquire) != 0 && SlotName::of(s).as_bytes() == name.as_bytes()
+        })
+        .map(|i| i + BUILTIN.len())
+}
+
+/// Runs `f` with the registry's mutex held. Task context.
+pub(crate) fn locked<R>(f: impl FnOnce() -> R) -> R {
+    let _l = Locked::new();
+    f()
+}
+
+/// Whether `name` may name a registered target: 1 to [`NAME_MAX`] bytes
+/// of `[a-z0-9_]`.
+fn valid_name(name: &[u8]) -> bool {
+    (1..=NAME_MAX).contains(&name.len())
+        && name
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_')
+}
+
+/// Registers `t` (see `include/nmiclock.h`). Task context.
+pub(crate) fn register(t: RawTarget) -> Result {
+    let Some((buf, len)) = t.name::<{ NAME_MAX + 1 }>() else {
+        pr_err!(
+            "register_target: the name is missing or longer than {} bytes\n",
+            NAME_MAX
+        );
+        return Err(EINVAL);
+    };
+    let name = buf.get(..len).unwrap_or(&[]);
+    let shown = core::str::from_utf8(name).unwrap_or("(not text)");
+    if !valid_name(name) {
+        pr_err!(
+            "register_target: '{}': a name is 1 to {} characters of a-z, 0-9 and _\n",
+            shown,
+            NAME_MAX
+        );
+        return Err(EINVAL);
+    }
+    let (read, _) = t.has_read_update();
+    if !read {
+        pr_err!("register_target: {}: no read function\n", shown);
+        return Err(EINVAL);
+    }
+    let _l = Locked::new();
+    if BUILTIN.iter().any(|b| b.as_bytes() == name) || lookup(shown).is_some() {
+        pr_err!("register_target: {}: a target of that name exists\n", shown);
+        return Err(EEXIST);
+    }
+    if SLOTS
+        .iter()
+        .any(|s| s.target.load(Ordering::Relaxed) == t.addr())
+    {
+        pr_err!("register_target: {}: already registered\n", shown);
+        return Err(EEXIST);
+    }
+    let Some(slot) = SLOTS.iter().find(|s| s.target.load(Ordering::Relaxed) == 0) else {
+        pr_err!(
+            "register_target: {}: {} targets registered already, the most there can be\n",
+            shown,
+            MAX_REGISTERED
+        );
+        return Err(ENOSPC);
+    };
+    store_name(slot, name);
+    slot.going.store(false, Ordering::Relaxed);
+    slot.target.store(t.addr(), Ordering::Release);
+    pr_info!("target {} registered\n", shown);
+    Ok(())
+}
+
+/// Unregisters `t`: stops a run that uses it first, and sets `target` back
+/// to `nmiclock` if it was selected. Task context; may sleep.
+pub(crate) fn unregister(t: RawTarget) {
+    let found = {
+        let _l = Locked::new();
+        SLOTS
+            .iter()
+            .position(|s| s.target.load(Ordering::Relaxed) == t.addr())
+    };
+    let Some(i) = found else {
+        pr_err!("unregister_target: not a registered target\n");
+        return;
+    };
+    let Some(slot) = SLOTS.get(i) else {
+        return;
+    };
+    let index = i + BUILTIN.len();
+    // No run may pin it from now on; one that has stops. Not under the
+    // mutex: the run's End of test line shows the settings.
+    slot.going.store(true, Ordering::Release);
+    let mut said = false;
+    while RUN_RAW.load(Ordering::Acquire) == t.addr() {
+        if crate::torture::stop("target unregistered").is_ok() && !said {
+            pr_info!("stopped the run: its target is being unregistered\n");
+            said = true;
+        }
+        ffi::cpu::sleep_us(1_000);
+    }
+    let _l = Locked::new();
+    let selected = settings::get(Key::Target) as usize == index;
+    if selected {
+        settings::reset(Key::Target);
+    }
+    let name = SlotName::of(slot);
+    pr_info!(
+        "target {} unregistered{}\n",
+        core::str::from_utf8(name.as_bytes()).unwrap_or("?"),
+        if selected {
+            "; target is nmiclock again"
+        } else {
+            ""
+        }
+    );
+    slot.target.store(0, Ordering::Release);
+    store_name(slot, &[]);
+}
+
+/// What a run reads: a built-in target, or a registered one with its
+/// handle.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// nmiclock's own clock.
+    Nmiclock,
+    /// One of the kernel's clocks.
+    Kernel,
+    /// A registered target, with an `update` or without.
+    Registered {
+        /// It has an `update` for the writers to call.
+        update: bool,
+    },
+}
+
+/// The target a run uses, pinned until the run ends (a reference on a
+/// registered target's owner).
+pub(crate) struct Pinned {
+    raw: Option<RawTarget>,
+}
+
+impl Pinned {
+    /// Pins the target the settings select, for a run. `EINVAL` if the
+    /// registered target is gone, `EBUSY` if its module is going away (one
+    /// log line each).
+    pub(crate) fn selected() -> Result<Self> {
+        let _l = Locked::new();
+        let index = settings::get(Key::Target) as usize;
+        UPDATES.store(0, Ordering::Relaxed);
+        UPDATE_SKIPS.store(0, Ordering::Relaxed);
+        RUN_UPDATE.store(false, Ordering::Relaxed);
+        if index < BUILTIN.len() {
+            RUN_RAW.store(0, Ordering::Relaxed);
+            RUN_INDEX.store(index, Ordering::Release);
+            return Ok(Self { raw: None });
+        }
+        let slot = SLOTS.get(index - BUILTIN.len()).ok_or(EINVAL)?;
+        let addr = slot.target.load(Ordering::Acquire);
+        if addr == 0 || slot.going.load(Ordering::Acquire) {
+            pr_err!("start: the target is being unregistered\n");
+            return Err(EINVAL);
+        }
+        // SAFETY: `addr` is a registered target's, and the mutex keeps it
+        // registered while we take the reference that pins it.
+        let raw = unsafe { RawTarget::from_addr(addr) };
+        if !raw.get() {
+            pr_err!("start: the target's module is going away\n");
+            return Err(EBUSY);
+        }
+        RUN_UPDATE.store(raw.has_read_update().1, Ordering::Relaxed);
+        RUN_RAW.store(addr, Ordering::Release);
+        RUN_INDEX.store(index, Ordering::Release);
+        Ok(Self { raw: Some(raw) })
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        RUN_RAW.store(0, Ordering::Release);
+        if let Some(raw) = self.raw {
+            // SAFETY: `selected()` took this reference.
+            unsafe { raw.put() };
+        }
+    }
+}
+
+/// The registered target of the run in progress, if any.
+#[inline]
+fn run_raw() -> Option<RawTarget> {
+    match RUN_RAW.load(Ordering::Acquire) {
+        0 => None,
+        // SAFETY: The run pins it ([`Pinned`]) while the address is set.
+        a => Some(unsafe { RawTarget::from_addr(a) }),
+    }
+}
+
+/// The target index of the run in progress (or the last).
+#[inline]
+pub(crate) fn run_index() -> usize {
+    RUN_INDEX.load(Ordering::Acquire)
+}
+
+/// What the run in progress (or the last) reads.
+pub(crate) fn run_kind() -> Kind {
+    match run_index() {
+        NMICLOCK => Kind::Nmiclock,
+        i if i < BUILTIN.len() => Kind::Kernel,
+        _ => Kind::Registered {
+            update: RUN_UPDATE.load(Ordering::Relaxed),
+        },
+    }
+}
+
+/// The promise the run's target is judged by.
+#[inline]
+pub(crate) fn promise() -> &'static Promise {
+    promise_of(run_index())
+}
+
+/// Reads the run's target (not `nmiclock`, which the checks read with its
+/// details): any context, NMI included; statically dispatched but for a
+/// registered target's `read`. 0 when there is none.
+#[inline]
+pub(crate) fn read() -> u64 {
+    match run_index() {
+        1 => ffi::time::sched_clock(),
+        2 => ffi::time::local_clock(),
+        3 => ffi::time::mono_fast_ns(),
+        4 => ffi::time::raw_fast_ns(),
+        5 => ffi::time::boot_fast_ns(),
+        6 => ffi::time::tai_fast_ns(),
+        7 => ffi::time::real_fast_ns(),
+        _ => run_raw().map_or(0, |r| r.read()),
+    }
+}
+
+/// One writer step of the run's registered target: its `update`, marked
+/// as a window for the coverage figures, unless another CPU's is in
+/// progress. Task or hard-IRQ context, on a CPU the caller does not leave.
+pub(crate) fn update_step() {
+    let Some(raw) = run_raw() else {
+        return;
+    };
+    if UPDATING
+        .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        UPDATE_SKIPS.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    let mut m = Marker::here(0);
+    m.enter(Window::Target);
+    raw.update();
+    m.leave();
+    UPDATING.store(false, Ordering::Release);
+    UPDATES.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Target `update` calls of the run in progress (or the last), and writer
+/// steps skipped because another CPU's was in progress.
+pub(crate) fn update_counts() -> (u64, u64) {
+    (
+        UPDATES.load(Ordering::Relaxed),
+        UPDATE_SKIPS.load(Ordering::Relaxed),
+    )
+}
+
+/// The promise target `index` is judged by.
+fn promise_of(index: usize) -> &'static Promise {
+    PROMISES.get(index).unwrap_or(&REGISTERED)
+}
+
+/// A step-back allowance: its ns, or `none` when nothing is promised.
+struct Allowance(Option<u64>);
+
+impl core::fmt::Display for Allowance {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.0 {
+            Some(ns) => write!(f, "{ns}"),
+            None => f.write_str("none"),
+        }
+    }
+}
+
+/// Writes the `stats` lines of the targets: how many are registered, and
+/// the promise of the one selected.
+pub(crate) fn show(w: &mut impl core::fmt::Write) -> core::fmt::Result {
+    let p = promise_of(settings::get(Key::Target) as usize);
+    writeln!(w, "registered_targets: {}", registered())?;
+    writeln!(
+        w,
+        "target_promise: per_cpu_step_back_ns={} cross_cpu_step_back_ns={} raw_rate={} ({})",
+        Allowance(p.per_cpu),
+        Allowance(p.cross_cpu),
+        if p.raw_rate { "yes" } else { "no" },
+        p.source
+    )
+}
+
+/// Registered targets now.
+pub(crate) fn registered() -> usize {
+    SLOTS
+        .iter()
+        .filter(|s| s.target.load(Ordering::Relaxed) != 0)
+        .count()
+}
