@@ -44,18 +44,24 @@ t_target_kernel_clocks() {
 	return $ret
 }
 
-# disturb_loop SECONDS WHAT...: what the kernel lets the suite do to its
-# clocks, over and over for SECONDS: cs switches the clocksource through
+# disturb_loop WHAT...: what the kernel lets the suite do to its clocks,
+# over and over from the moment a run is running until it ends: cs switches the clocksource through
 # every one offered, time steps CLOCK_REALTIME back and forth by 1 s
-# (settimeofday, through date -s), hotplug takes CPU 1 offline and back.
+# (settimeofday, through date -s), slew sets NTP's frequency offset to
+# +500 ppm and -500 ppm, the most it takes (adjtimex), hotplug takes CPU 1
+# offline and back.
 disturb_loop() {
-	end=$(($(uptime_s) + $1))
-	shift
+	i=0
+	until [ "$(cat "$DIR/control" 2>/dev/null)" = running ]; do
+		i=$((i + 1))
+		[ $i -lt 600 ] || { echo "FAILED: no run started"; return; }
+		sleep 0.05
+	done
 	cs=/sys/devices/system/clocksource/clocksource0
 	sources=$(cat $cs/available_clocksource 2>/dev/null)
 	first=$(cat $cs/current_clocksource)
-	n=0
-	while [ "$(uptime_s)" -lt $end ]; do
+	n=0 bad=
+	while [ "$(cat "$DIR/control" 2>/dev/null)" = running ]; do
 		for what; do
 			case $what in
 			cs)
@@ -65,9 +71,14 @@ disturb_loop() {
 				done ;;
 			time)
 				now=$(date +%s)
-				date -s "@$((now - 1))" >/dev/null 2>&1
+				date -s "@$((now - 1))" >/dev/null 2>&1 || bad="$bad time"
 				sleep 0.1
-				date -s "@$((now + 1))" >/dev/null 2>&1 ;;
+				date -s "@$((now + 1))" >/dev/null 2>&1 || bad="$bad time" ;;
+			slew)
+				adjtimex -f $((500 << 16)) >/dev/null 2>&1 || bad="$bad slew"
+				sleep 0.2
+				adjtimex -f $((-500 << 16)) >/dev/null 2>&1 || bad="$bad slew"
+				sleep 0.2 ;;
 			hotplug)
 				[ -w /sys/devices/system/cpu/cpu1/online ] || continue
 				echo 0 >/sys/devices/system/cpu/cpu1/online
@@ -78,7 +89,10 @@ disturb_loop() {
 		n=$((n + 1))
 	done
 	echo "$first" >$cs/current_clocksource
+	case " $* " in *" slew "*) adjtimex -f 0 >/dev/null 2>&1 ;; esac
 	echo "$n rounds of: $*$(case " $* " in *" cs "*) echo " ($sources)" ;; esac)"
+	# What could not be done is said, and fails the case.
+	[ -z "$bad" ] || echo "FAILED:$(printf '%s\n' $bad | sort -u | tr '\n' ' ')"
 }
 
 # disturbed_run TARGET WHAT...: a run of TARGET_S of the kernel clock
@@ -86,19 +100,22 @@ disturb_loop() {
 disturbed_run() {
 	t=$1
 	shift
-	disturb_loop $TARGET_S "$@" >"$SCRATCH/disturb" &
+	disturb_loop "$@" >"$SCRATCH/disturb" &
 	stress_run $TARGET_S target=$t >/dev/null || { wait; echo "$t: the run failed"; return 1; }
 	wait
-	echo "$t, disturbed ($(cat "$SCRATCH/disturb")): $verdict; $(target_summary)"
+	echo "$t, disturbed ($(cat "$SCRATCH/disturb" | tr '\n' ' ')): $verdict; $(target_summary)"
+	! grep -q '^FAILED:' "$SCRATCH/disturb"
 }
 
-# The kernel's NMI-safe clocks while the time is stepped and CPU 1 goes
-# offline and back: their promises hold (SUCCESS); CLOCK_REALTIME's steps
-# back show as unpromised, with their size, and do not fail the run.
+# The kernel's NMI-safe clocks while the time is stepped and slewed and
+# CPU 1 goes offline and back: their promises hold (SUCCESS: the mono
+# clock's slope changes are the kernel's "few nanoseconds" case);
+# CLOCK_REALTIME's steps back show as unpromised, with their size, and do
+# not fail the run.
 t_target_disturbed() {
 	ret=0
 	for t in ktime_get_mono_fast_ns ktime_get_raw_fast_ns ktime_get_real_fast_ns; do
-		disturbed_run $t time hotplug || { ret=1; continue; }
+		disturbed_run $t time slew hotplug || { ret=1; continue; }
 		[ "$verdict" = SUCCESS ] || { echo "$t: verdict $verdict, want SUCCESS"; ret=1; }
 		if [ $t = ktime_get_real_fast_ns ] && [ "$(stat_value "$stress" unpromised_backwards)" = 0 ] &&
 			[ "$(stat_value "$stress" unpromised_cross_cpu_backwards)" = 0 ]; then
@@ -225,7 +242,7 @@ t_target_unregister() {
 }
 
 case_add t_target_kernel_clocks "targets: each kernel NMI-safe clock keeps its promises under NMIs"
-case_add t_target_disturbed "targets: mono, raw and real fast clocks while the time is stepped and CPU 1 goes offline"
+case_add t_target_disturbed "targets: mono, raw and real fast clocks while the time is stepped and slewed and CPU 1 goes offline"
 case_add t_target_cs_switch "targets: mono and raw fast clocks across clocksource switches"
 case_add t_target_twostep "targets: a module's clock that publishes its update in two steps is caught"
 case_add t_target_latch_c "targets: a module's latch clock (C) survives"
