@@ -23,6 +23,10 @@
 //! - The stress run ([`torture`]): NMIs (NMI IPIs or perf counters) sample
 //!   the clock and the acct records on every CPU while writers hammer both,
 //!   ending in an `End of test: SUCCESS` or `FAILURE` line.
+//! - Targets ([`target`]): the stress run reads nmiclock's clock, one of the
+//!   kernel's NMI-safe clocks judged by what it promises, or a clock
+//!   another module registers through `include/nmiclock.h`
+//!   (`nmiclock_register_target()`, exported GPL).
 //! - The settings ([`settings`]): module parameters at load, `config` while
 //!   nothing runs; one activity at a time ([`activity`]).
 //! - debugfs, root-only, under `/sys/kernel/debug/nmiclock/` (see
