@@ -25,6 +25,9 @@ stress_run() {
 		unload_all
 		return 1
 	fi
+	# $stress_during (cases_target.sh): what to do while it runs; it may
+	# stop the run.
+	[ -z "${stress_during:-}" ] || $stress_during
 	# until=coverage may run ten times as long.
 	limit=$secs
 	case " $* " in *" until=coverage "*) limit=$((secs * 10)) ;; esac
