@@ -66,6 +66,19 @@ t_target_kernel_clocks() {
 	return $ret
 }
 
+# reads_after: waits until the run's target has been read in task context
+# since the call, 5 s at most (a loaded host may not run the writers for a
+# while; a disturbance no read follows is not tested).
+reads_after() {
+	r0=$(stat_value "$DIR/stats" task_reads)
+	i=0
+	while [ "$(stat_value "$DIR/stats" task_reads)" = "$r0" ]; do
+		i=$((i + 1))
+		[ $i -lt 100 ] || return 1
+		sleep 0.05
+	done
+}
+
 # disturb WHAT...: what the kernel lets the suite do to its clocks, during
 # the run in progress: cs switches the clocksource through every one
 # offered, time steps CLOCK_REALTIME back and forth by 1 s (settimeofday,
@@ -91,7 +104,7 @@ disturb() {
 			time)
 				now=$(date +%s)
 				date -s "@$((now - 1))" >/dev/null 2>&1 || bad="$bad time"
-				sleep 0.1
+				reads_after || bad="$bad (no read after a time step)"
 				date -s "@$((now + 1))" >/dev/null 2>&1 || bad="$bad time" ;;
 			slew)
 				adjtimex -f $((500 << 16)) >/dev/null 2>&1 || bad="$bad slew"
@@ -107,6 +120,7 @@ disturb() {
 		done
 		n=$((n + 1))
 	done
+	reads_after || bad="$bad (no read after the last disturbance)"
 	[ "$(cat "$DIR/control")" = running ] || bad="$bad (the run ended before the disturbances did)"
 	echo stop >"$DIR/control"
 	echo "$first" >$cs/current_clocksource
