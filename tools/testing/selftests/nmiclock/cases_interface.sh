@@ -167,10 +167,12 @@ refused_during() {
 	mark "during-$1"
 	for w in "config clock=seqcount" "config acct=racy" "config counter_bits=32" \
 		"control start" "control reset" "check 100" "check ms=100 windows=1" \
-		"acct 100" "bench run" "bench loops=10 nruns=1"; do
+		"acct 100" "bench nruns=1 loops=10" "bench loops=10 nruns=1"; do
 		expect_refused ${w%% *} "${w#* }" "resource busy" && continue
 		if [ "$(stat_value "$DIR/stats" activity)" != "$3" ]; then
 			echo "during $1: $3 had ended by then; trying a longer one"
+			# What the late write started (a stress run) ends first.
+			echo stop >"$DIR/control" 2>/dev/null
 			return 2
 		fi
 		rd_ret=1
