@@ -295,11 +295,18 @@ pub(crate) fn register(t: RawTarget) -> Result {
 /// Unregisters `t`: stops a run that uses it first, and sets `target` back
 /// to `nmiclock` if it was selected. Task context; may sleep.
 pub(crate) fn unregister(t: RawTarget) {
+    // No run may pin it from now on (a run pins under the mutex, so one
+    // that did is seen below); one that has stops, not under the mutex:
+    // its End of test line shows the settings.
     let found = {
         let _l = Locked::new();
-        SLOTS
+        let found = SLOTS
             .iter()
-            .position(|s| s.target.load(Ordering::Relaxed) == t.addr())
+            .position(|s| s.target.load(Ordering::Relaxed) == t.addr());
+        if let Some(s) = found.and_then(|i| SLOTS.get(i)) {
+            s.going.store(true, Ordering::Release);
+        }
+        found
     };
     let Some(i) = found else {
         pr_err!("unregister_target: not a registered target\n");
@@ -309,9 +316,6 @@ pub(crate) fn unregister(t: RawTarget) {
         return;
     };
     let index = i + BUILTIN.len();
-    // No run may pin it from now on; one that has stops. Not under the
-    // mutex: the run's End of test line shows the settings.
-    slot.going.store(true, Ordering::Release);
     let mut said = false;
     while RUN_RAW.load(Ordering::Acquire) == t.addr() {
         if crate::torture::stop("target unregistered").is_ok() && !said {

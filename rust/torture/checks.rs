@@ -22,7 +22,13 @@
 //! the run's coverage. It times the read into a log2 histogram, records
 //! the first anomalies with their context and when the first came, and runs
 //! one acct update for its CPU's record. NMI-safe throughout: no locks, no
-//! allocation, no printk, nothing that panics, no call through a pointer.
+//! allocation, no printk, nothing that panics, no call through a pointer
+//! but one: a registered target's read.
+//!
+//! With another target than `nmiclock` ([`crate::target`]), a sample
+//! ([`sample_target`]) and the writers' task-context reads ([`task_read`])
+//! make the same checks but the exact one, each finding judged by what the
+//! target promises ([`step_back`]).
 
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
@@ -66,10 +72,11 @@ pub(crate) struct Cpu {
     pub(crate) max_backstep: AtomicU64,
     /// Target runs: steps back within what the target promises.
     pub(crate) steps_back_allowed: AtomicU64,
-    /// Target runs: steps back on one CPU, or across CPUs, that the
-    /// target never promised not to take; their largest, across CPUs.
+    /// Target runs: steps back on one CPU, and across CPUs, that the
+    /// target never promised not to take.
     pub(crate) unpromised_backwards: AtomicU64,
     pub(crate) unpromised_cross: AtomicU64,
+    /// Target runs: the largest step back across CPUs, ns.
     pub(crate) max_cross_backstep: AtomicU64,
     /// Target runs: elapsed times off the reference's, on a target that
     /// does not promise its rate; the largest error, ns.
