@@ -116,19 +116,6 @@ unsafe impl Sync for NmiclockTargetRust {}
 // SAFETY: As above.
 unsafe impl Send for NmiclockTargetRust {}
 
-extern "C" {
-    fn nmiclock_register_target(t: *mut nmiclock::nmiclock_target) -> kernel::ffi::c_int;
-    fn nmiclock_unregister_target(t: *mut nmiclock::nmiclock_target);
-}
-
-// The header's declarations (generated) and ours have one type.
-const _: () = {
-    let _: unsafe extern "C" fn(*mut nmiclock::nmiclock_target) -> kernel::ffi::c_int =
-        nmiclock::nmiclock_register_target;
-    let _: unsafe extern "C" fn(*mut nmiclock::nmiclock_target) -> kernel::ffi::c_int =
-        nmiclock_register_target;
-};
-
 impl kernel::Module for NmiclockTargetRust {
     fn init(module: &'static ThisModule) -> Result<Self> {
         let now = raw_now();
@@ -145,7 +132,7 @@ impl kernel::Module for NmiclockTargetRust {
         )?);
         // SAFETY: `target` is valid and stays so until `drop` unregisters
         // it; nmiclock.ko is loaded (we link against it).
-        let ret = unsafe { nmiclock_register_target(target) };
+        let ret = unsafe { nmiclock::nmiclock_register_target(target) };
         if ret != 0 {
             // SAFETY: Not registered: ours alone again.
             drop(unsafe { KBox::from_raw(target) });
@@ -160,7 +147,7 @@ impl Drop for NmiclockTargetRust {
         // SAFETY: Registered in `init`; once this returns nmiclock no longer
         // uses it, and it is freed.
         unsafe {
-            nmiclock_unregister_target(self.target);
+            nmiclock::nmiclock_unregister_target(self.target);
             drop(KBox::from_raw(self.target));
         }
     }

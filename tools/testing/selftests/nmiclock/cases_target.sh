@@ -2,7 +2,7 @@
 #
 # cases_target.sh: targets other than nmiclock's own clock: each of the
 # kernel's NMI-safe clocks judged by its promises, under the disturbances
-# the kernel provides (clocksource switches, stepping the time, CPU
+# the kernel provides (clocksource switches, stepping and slewing the time, CPU
 # hotplug), the sample targets (a two-step update that must be caught, two
 # latches that must survive), registration errors, and unregistering or
 # unloading a provider during a run.
