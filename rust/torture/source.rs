@@ -265,6 +265,10 @@ pub(crate) struct Cpu {
     outstanding: AtomicU32,
     /// `ktime_get_raw_fast_ns()` when an NMI was last sent to this CPU.
     last_send_ns: AtomicU64,
+    /// No NMI is sent to this CPU before this `ktime_get_raw_fast_ns()`
+    /// time: `u64::MAX` while its handler runs, then as long again as the
+    /// handler took (see [`send`]).
+    quiet_until_ns: AtomicU64,
     /// `local_clock()` when the source was attached here, 0 when it is not.
     attached_at_ns: AtomicU64,
     /// Time attached in earlier spans of this run, in ns.
@@ -296,6 +300,7 @@ impl Cpu {
     pub(crate) fn reset(&self) {
         self.attached_at_ns.store(0, Ordering::Relaxed);
         self.attached_ns.store(0, Ordering::Relaxed);
+        self.quiet_until_ns.store(0, Ordering::Relaxed);
     }
 
     /// The samples this CPU should have taken so far: the time the source
@@ -380,6 +385,13 @@ const LOST_NS: u64 = 1_000_000_000;
 /// NMI yet (in the VM: a vCPU the host holds off) is skipped and counted
 /// (`nmi_sends_skipped`); one whose NMI is older than [`LOST_NS`] is sent
 /// another (`nmi_resent`), since an NMI can be lost across CPU hotplug.
+///
+/// Nor is one sent to a CPU whose handler is running, or ran for longer
+/// than the time since it returned (also `nmi_sends_skipped`): NMIs take
+/// half of a CPU at most. Otherwise, where the handler takes longer than
+/// the period (a debug kernel under TCG: milliseconds), an NMI sent while
+/// the handler runs is latched and taken as soon as it returns, and the
+/// CPU never leaves NMI context (seen once: a debug guest hung).
 fn send(ipi: &mut NmiIpi, period_ns: u64) -> u64 {
     if !live() {
         return 0;
@@ -394,7 +406,8 @@ fn send(ipi: &mut NmiIpi, period_ns: u64) -> u64 {
         let n = &c.nmi;
         let late = now.wrapping_sub(n.last_send_ns.load(Ordering::Relaxed)) > LOST_NS;
         let prev = n.outstanding.load(Ordering::Acquire);
-        if prev != 0 && !late {
+        let busy = now < n.quiet_until_ns.load(Ordering::Acquire);
+        if (prev != 0 || busy) && !late {
             SKIPPED.fetch_add(1, Ordering::Relaxed);
             continue;
         }
@@ -426,7 +439,13 @@ fn nmi_handler() -> bool {
         .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
         .is_ok();
     if ours {
+        let n = &cpu.nmi;
+        n.quiet_until_ns.store(u64::MAX, Ordering::Release);
+        let t0 = ffi::time::raw_fast_ns();
         on_sample(Context::Nmi);
+        let t1 = ffi::time::raw_fast_ns();
+        n.quiet_until_ns
+            .store(t1.saturating_add(t1.wrapping_sub(t0)), Ordering::Release);
     }
     ours
 }
