@@ -349,6 +349,29 @@ pub(crate) fn acct_update(ctx: Context, pause_ns: u32) {
     }
 }
 
+/// The reference check of a read `ns` bracketed by `ref_lo` and `ref_hi`,
+/// against this CPU's base: the elapsed reference time lies in [lo, hi];
+/// the clock's must too, give or take the tolerance. When it does not:
+/// how far outside [lo, hi] it lies (ns), and the time it was expected
+/// near (the base plus the middle of [lo, hi]).
+fn off_reference(c: &Cpu, ns: u64, ref_lo: u64, ref_hi: u64) -> Option<(u64, u64)> {
+    let base = c.base_ns.load(Ordering::Relaxed);
+    let d = ns.wrapping_sub(base) as i64;
+    let lo = ref_lo.wrapping_sub(c.base_ref_hi.load(Ordering::Relaxed)) as i64;
+    let hi = ref_hi.wrapping_sub(c.base_ref_lo.load(Ordering::Relaxed)) as i64;
+    let growth = (hi.max(0) as u64 / 1_000_000).saturating_mul(REF_TOLERANCE_PPM);
+    let tol = REF_TOLERANCE_NS.saturating_add(growth) as i64;
+    let err = if d < lo {
+        lo.saturating_sub(d)
+    } else {
+        d.saturating_sub(hi).max(0)
+    };
+    (err > tol).then(|| {
+        let mid = (lo / 2).wrapping_add(hi / 2);
+        (err as u64, base.wrapping_add(mid as u64))
+    })
+}
+
 /// Notes what window the read met, if any.
 fn cover(c: &Cpu, hit: &Hit, r: &Reading) {
     if !hit.any() {
@@ -436,24 +459,11 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
             let bound = if err < 0 { lo } else { hi };
             anomaly(Kind::Torn, ctx, ns, base.wrapping_add(bound as u64), &r, at);
         }
-        // Against the reference: the elapsed reference time lies in
-        // [lo, hi]; the clock's must too, give or take the tolerance.
-        let lo = ref_lo.wrapping_sub(c.base_ref_hi.load(Ordering::Relaxed)) as i64;
-        let hi = ref_hi.wrapping_sub(c.base_ref_lo.load(Ordering::Relaxed)) as i64;
-        let growth = (hi.max(0) as u64 / 1_000_000).saturating_mul(REF_TOLERANCE_PPM);
-        let tol = REF_TOLERANCE_NS.saturating_add(growth) as i64;
-        if d < lo.saturating_sub(tol) || d > hi.saturating_add(tol) {
+        // Against the reference.
+        if let Some((_, against)) = off_reference(c, ns, ref_lo, ref_hi) {
             good = false;
             inc(&c.ref_mismatches);
-            let mid = (lo / 2).wrapping_add(hi / 2);
-            anomaly(
-                Kind::Reference,
-                ctx,
-                ns,
-                base.wrapping_add(mid as u64),
-                &r,
-                at,
-            );
+            anomaly(Kind::Reference, ctx, ns, against, &r, at);
         }
     }
     if ns < high {
@@ -557,22 +567,7 @@ fn sample_target(c: &Cpu, ctx: Context) {
         if ns < prev {
             step_back(c, ctx, false, ns, prev, at);
         }
-        // The elapsed reference time lies in [lo, hi]; the target's must
-        // too, give or take the tolerance.
-        let base = c.base_ns.load(Ordering::Relaxed);
-        let d = ns.wrapping_sub(base) as i64;
-        let lo = ref_lo.wrapping_sub(c.base_ref_hi.load(Ordering::Relaxed)) as i64;
-        let hi = ref_hi.wrapping_sub(c.base_ref_lo.load(Ordering::Relaxed)) as i64;
-        let growth = (hi.max(0) as u64 / 1_000_000).saturating_mul(REF_TOLERANCE_PPM);
-        let tol = REF_TOLERANCE_NS.saturating_add(growth) as i64;
-        let err = if d < lo {
-            lo.wrapping_sub(d)
-        } else if d > hi {
-            d.wrapping_sub(hi)
-        } else {
-            0
-        };
-        if err > tol {
+        if let Some((err, against)) = off_reference(c, ns, ref_lo, ref_hi) {
             if target::promise().raw_rate {
                 good = false;
                 inc(&c.ref_mismatches);
@@ -580,19 +575,11 @@ fn sample_target(c: &Cpu, ctx: Context) {
                     ns,
                     ..Reading::default()
                 };
-                let mid = (lo / 2).wrapping_add(hi / 2);
-                anomaly(
-                    Kind::Reference,
-                    ctx,
-                    ns,
-                    base.wrapping_add(mid as u64),
-                    &r,
-                    at,
-                );
+                anomaly(Kind::Reference, ctx, ns, against, &r, at);
             } else {
                 inc(&c.unpromised_ref);
             }
-            c.max_ref_error.fetch_max(err as u64, Ordering::Relaxed);
+            c.max_ref_error.fetch_max(err, Ordering::Relaxed);
         }
     }
     if ns < high {

@@ -239,22 +239,12 @@ fn writer(k: &Kthread) {
             if let Some(c) = CPUS.this_cpu() {
                 checks::task_read(&c.checks, &mut prev);
             }
-            checks::acct_update(Context::Task, window);
-            n = n.wrapping_add(1);
-            if update_us != 0 {
-                ffi::cpu::sleep_us(update_us);
-            } else if n % 16 == 0 {
-                ffi::cpu::cond_resched();
-            }
-            continue;
-        }
-        if disturb == DISTURB_STUTTER
+        } else if disturb == DISTURB_STUTTER
             && (ffi::time::local_clock().wrapping_sub(start) / STUTTER_NS) % 2 == 1
         {
             ffi::cpu::sleep_us(10_000);
             continue;
-        }
-        if disturb == DISTURB_CONVERSION && n % CONVERSION_EVERY == 0 {
+        } else if disturb == DISTURB_CONVERSION && n % CONVERSION_EVERY == 0 {
             kclock::switch_conversion();
         } else {
             kclock::update_epoch();

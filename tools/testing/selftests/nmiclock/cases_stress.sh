@@ -31,11 +31,7 @@ stress_run() {
 	# until=coverage may run ten times as long.
 	limit=$secs
 	case " $* " in *" until=coverage "*) limit=$((secs * 10)) ;; esac
-	i=0
-	while [ "$(cat "$DIR/control")" != done ] && [ $i -lt $((limit * 10 + 300)) ]; do
-		sleep 0.1
-		i=$((i + 1))
-	done
+	wait_done "$limit"
 	cat "$DIR/stats" >"$stress"
 	eot=$(log_since stress | grep 'nmiclock: End of test: ' | head -n 1)
 	unload_all
@@ -45,6 +41,16 @@ stress_run() {
 	echo "$* -> $verdict ($(printf '%s\n' "$eot" | sed -n 's/.*End of test: [A-Z]* (\([^)]*\)).*/\1/p'))"
 	grep -E '^(nmi_source_used|samples|nmi_samples|window_hits_local|window_hits_remote|window_hits_needed|stable_copy_reads|torn_reads|reference_mismatches|backwards|cross_cpu_backwards|clock_stalls|acct_bad_deltas|acct_timexpd_backwards|errors|first_anomaly_samples|first_anomaly_window_hits|first_anomaly_ns|rate_error_ppb|nmi_sends_skipped|wakeups|late_wakeups|elapsed_ms):' \
 		"$stress" | tr '\n' ' '; echo
+}
+
+# wait_done SECONDS: waits until the run in progress is done, SECONDS and
+# 30 more at most.
+wait_done() {
+	i=0
+	while [ "$(cat "$DIR/control")" != done ] && [ $i -lt $(($1 * 10 + 300)) ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
 }
 
 # Window hits of the last stress_run, local and remote.

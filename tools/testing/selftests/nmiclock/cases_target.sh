@@ -36,11 +36,7 @@ run_loaded() {
 	stress=$(scratch)
 	mark stress
 	echo start >"$DIR/control" || { echo "start failed"; return 1; }
-	i=0
-	while [ "$(cat "$DIR/control")" != done ] && [ $i -lt $((TARGET_S * 10 + 300)) ]; do
-		sleep 0.1
-		i=$((i + 1))
-	done
+	wait_done $TARGET_S
 	cat "$DIR/stats" >"$stress"
 	eot=$(log_since stress | grep 'nmiclock: End of test: ' | head -n 1)
 	[ -n "$eot" ] || { echo "no End of test line"; return 1; }
