@@ -13,6 +13,7 @@
 //! | `bench`       | a write to `bench`                 | the bench returns    |
 //! | `config`      | a write to `config`                | the write returns    |
 //! | `reset`       | `reset` to `control`               | the reset returns    |
+//! | `wake`        | a write to `wake`                  | the run returns      |
 //!
 //! `bench` times the NMI handler with a stress run of its own: its guard
 //! [`Guard::nest`]s one for the run, which hands the activity back to
@@ -38,17 +39,20 @@ pub(crate) enum Activity {
     Config,
     /// A `reset` of the counters.
     Reset,
+    /// The wake-up designs (`wake`).
+    Wake,
 }
 
 impl Activity {
     /// Every activity, in `repr` order from 1.
-    const ALL: [Self; 6] = [
+    const ALL: [Self; 7] = [
         Self::Stress,
         Self::Check,
         Self::Acct,
         Self::Bench,
         Self::Config,
         Self::Reset,
+        Self::Wake,
     ];
 
     fn from_u32(v: u32) -> Option<Self> {
@@ -64,6 +68,7 @@ impl Activity {
             Self::Bench => "a bench",
             Self::Config => "a config write",
             Self::Reset => "a reset",
+            Self::Wake => "a wake run",
         }
     }
 }

@@ -18,11 +18,17 @@
 //!    p50, p99 and max. In `updaters`, a hard-IRQ hrtimer on every CPU
 //!    moves the epoch of the clock being read (for every other row, of the
 //!    running clock) every `update_us`: the writers the latch exists for.
-//! 2. A one-second stress run (`nmi_source` as set), whose NMI-context
+//! 2. Ping-pong ([`kwake::pingpong`]): two kthreads on two CPUs wake each
+//!    other [`PINGPONG_TRIPS`] times per run, `nruns` runs, in the manner
+//!    of `perf bench sched pipe`, waiting with `wake=sleep` and with
+//!    `wake=poll` at a few poll windows: the round trip's cost, and the
+//!    CPU time the polling took.
+//! 3. A one-second stress run (`nmi_source` as set), whose NMI-context
 //!    samples are timed: the NMI handler's cost.
 //!
 //! Reading `bench` gives the table, with a ratio column (reads against
-//! `sched_clock()`, acct updates against `cmpxchg`), and then, for every
+//! `sched_clock()`, acct updates against `cmpxchg`, ping-pong against
+//! `pingpong sleep`), and then, for every
 //! row and phase, refscale's own `Runs`/`Time(ns)` table, which the kernel's
 //! `kvm-recheck-refscale.sh` reads.
 
@@ -44,6 +50,7 @@ use crate::ffi::kthread::Kthread;
 use crate::fmtbuf::FmtBuf;
 use crate::kacct;
 use crate::kclock;
+use crate::kwake;
 use crate::torture;
 
 /// One operation to time. `rec` is the reader's own acct record (only the
@@ -266,6 +273,58 @@ static SUMMARY: [[[AtomicU64; 4]; 2]; NROWS] =
 /// that measured it could start (0: no, 1: yes).
 static NMI: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
 
+/// The ping-pong rows: name, design (see [`kwake::DESIGNS`]), poll window
+/// in µs. The first, `sleep`, is their ratio's reference.
+const PINGPONG: [(&str, u32, u32); 4] = [
+    ("pingpong sleep", 0, 0),
+    ("pingpong poll 10us", 2, 10),
+    ("pingpong poll 50us", 2, 50),
+    ("pingpong poll 200us", 2, 200),
+];
+
+/// Round trips per ping-pong run.
+const PINGPONG_TRIPS: u32 = 200;
+
+/// Per ping-pong row: median over runs of ns per round trip (thousandths),
+/// p50, p99, max of single round trips (ns), polling ns per round trip
+/// (both CPUs, thousandths), and whether it was measured (1).
+static PINGPONG_SUMMARY: [[AtomicU64; 6]; PINGPONG.len()] =
+    [const { [const { AtomicU64::new(0) }; 6] }; PINGPONG.len()];
+
+/// The two CPUs of the last ping-pong.
+static PINGPONG_CPUS: [AtomicU32; 2] = [const { AtomicU32::new(0) }; 2];
+
+/// Plays every ping-pong row `nruns` times.
+fn measure_pingpong(nruns: usize) -> Result {
+    for (row, (_, design, poll_us)) in PINGPONG_SUMMARY.iter().zip(PINGPONG) {
+        let mut per_trip = [0u64; MAX_NRUNS];
+        let mut polled = 0u64;
+        HIST.clear();
+        for slot in per_trip.iter_mut().take(nruns) {
+            let score = kwake::pingpong(design, u64::from(poll_us) * 1_000, PINGPONG_TRIPS, &HIST)?;
+            *slot = score.total_ns.saturating_mul(1_000) / u64::from(PINGPONG_TRIPS);
+            polled = polled.saturating_add(score.polled_ns);
+            let (a, b) = score.cpus;
+            PINGPONG_CPUS[0].store(a, Ordering::Relaxed);
+            PINGPONG_CPUS[1].store(b, Ordering::Relaxed);
+        }
+        let trips = u64::from(PINGPONG_TRIPS) * nruns as u64;
+        let values = [
+            median(per_trip.get_mut(..nruns).unwrap_or(&mut [])),
+            HIST.quantile(500),
+            HIST.quantile(990),
+            HIST.max(),
+            polled.saturating_mul(1_000) / trips.max(1),
+            1,
+        ];
+        for (d, v) in row.iter().zip(values) {
+            d.store(v, Ordering::Relaxed);
+        }
+    }
+    HIST.clear();
+    Ok(())
+}
+
 /// Waits until every reader has arrived. The last to arrive opens the next
 /// generation; the others spin (task context, so they let the scheduler
 /// in now and then).
@@ -470,6 +529,12 @@ pub(crate) fn write(stress: &torture::Installed, input: &[u8]) -> Result {
         }
     }
     UPDATE_TARGET.store(RUNNING, Ordering::Relaxed);
+    for row in &PINGPONG_SUMMARY {
+        row[5].store(0, Ordering::Relaxed);
+    }
+    if ret.is_ok() && ffi::cpu::num_online_cpus() >= 2 {
+        ret = measure_pingpong(args.nruns as usize);
+    }
     if ret.is_ok() {
         measure_nmi_handler(stress, &guard);
     }
@@ -528,6 +593,45 @@ impl fmt::Display for Ratio {
     }
 }
 
+/// Writes the ping-pong rows: the table's columns, the ratio against
+/// `pingpong sleep`, and the polling CPU time per round trip.
+fn show_pingpong(w: &mut impl Write) -> fmt::Result {
+    let get = |r: usize, i: usize| {
+        PINGPONG_SUMMARY
+            .get(r)
+            .and_then(|x| x.get(i))
+            .map_or(0, |a| a.load(Ordering::Relaxed))
+    };
+    if get(0, 5) == 0 {
+        return writeln!(
+            w,
+            "pingpong  pingpong: not measured (fewer than two CPUs online)"
+        );
+    }
+    for (r, (name, _, _)) in PINGPONG.iter().enumerate() {
+        writeln!(
+            w,
+            "{:<9} {:<26} {:>10} {:>8} {:>8} {:>9} {:>7}  poll_ns={} speedup={}x",
+            "pingpong",
+            name,
+            Cell::from_fmt(format_args!("{}", Milli(get(r, 0)))),
+            get(r, 1),
+            get(r, 2),
+            get(r, 3),
+            Ratio(ratio_milli(get(r, 0), get(0, 0))),
+            Milli(get(r, 4)),
+            Ratio(ratio_milli(get(0, 0), get(r, 0)))
+        )?;
+    }
+    writeln!(
+        w,
+        "# pingpong: {} round trips per run between kthreads on cpu{} and cpu{}, as perf bench sched pipe; median: ns per round trip; ratio: over pingpong sleep's (speedup: its inverse); poll_ns: CPU time both spent polling, per round trip",
+        PINGPONG_TRIPS,
+        PINGPONG_CPUS[0].load(Ordering::Relaxed),
+        PINGPONG_CPUS[1].load(Ordering::Relaxed)
+    )
+}
+
 /// A table cell, so that `{:>10}` pads what writes in pieces.
 type Cell = FmtBuf<32>;
 
@@ -583,6 +687,7 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
             )?;
         }
     }
+    show_pingpong(w)?;
     let nmi = |i: usize| NMI.get(i).map_or(0, |a| a.load(Ordering::Relaxed));
     if nmi(4) == 0 {
         writeln!(

@@ -255,6 +255,27 @@ void nmiclock_kthread_sleep(unsigned int max_ms)
 	__set_current_state(TASK_RUNNING);
 }
 
+bool nmiclock_kthread_sleep_ns(u64 ns)
+{
+	ktime_t t = ns_to_ktime(ns);
+	bool timed_out = false;
+
+	if (!kthread_should_stop())
+		timed_out = schedule_hrtimeout(&t, HRTIMER_MODE_REL) == 0;
+	__set_current_state(TASK_RUNNING);
+	return timed_out;
+}
+
+void nmiclock_kthread_set_running(void)
+{
+	__set_current_state(TASK_RUNNING);
+}
+
+struct task_struct *nmiclock_current(void)
+{
+	return current;
+}
+
 void nmiclock_wake(struct task_struct *t)
 {
 	wake_up_process(t);

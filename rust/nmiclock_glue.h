@@ -61,7 +61,9 @@ struct task_struct;
 	X(min_window_hits)	\
 	X(until)		\
 	X(disturb)		\
-	X(target)
+	X(target)		\
+	X(wake)			\
+	X(poll_us)
 
 #define NMICLOCK_PARAM_ONE(name) + 1
 enum nmiclock_params {
@@ -131,6 +133,15 @@ void nmiclock_kthread_stop(struct task_struct *t);
 bool nmiclock_kthread_should_stop(void);
 void nmiclock_kthread_prepare_to_sleep(void);
 void nmiclock_kthread_sleep(unsigned int max_ms);
+/*
+ * After nmiclock_kthread_prepare_to_sleep(): sleeps until woken or stopped,
+ * @ns at most (an hrtimer, no slack); true if the time ran out.
+ */
+bool nmiclock_kthread_sleep_ns(u64 ns);
+/* Marks the current task running again without sleeping. */
+void nmiclock_kthread_set_running(void);
+/* The current task, for others to wake while it lives. */
+struct task_struct *nmiclock_current(void);
 
 /*
  * Runs @fn(@data, cpu) in a kthread bound to each online CPU, all at once,

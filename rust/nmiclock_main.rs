@@ -27,12 +27,16 @@
 //!   kernel's NMI-safe clocks judged by what it promises, or a clock
 //!   another module registers through `include/nmiclock.h`
 //!   (`nmiclock_register_target()`, exported GPL).
+//! - Wake-up designs ([`kwake`], `wake=sleep|racy|poll`): the lost
+//!   wake-up of an idle loop that checked and then halted, and polling
+//!   before sleeping, run on every CPU and timed (`wake`), and played
+//!   ping-pong between two CPUs in the bench.
 //! - The settings ([`settings`]): module parameters at load, `config` while
 //!   nothing runs; one activity at a time ([`activity`]).
 //! - debugfs, root-only, under `/sys/kernel/debug/nmiclock/` (see
 //!   [`create_files`]): `stats`, `config`, `control`, `histogram`,
 //!   `percpu`, `anomalies` ([`torture`]), `check` ([`check`]), `acct`
-//!   ([`kacct`]), `bench` ([`kbench`]).
+//!   ([`kacct`]), `bench` ([`kbench`]), `wake` ([`kwake`]).
 //! - One `pr_info` line on load, everything it created removed on unload.
 //!
 //! The kernel-independent core lives in `rust/nmiclock_core/src/`: each file
@@ -71,6 +75,7 @@ mod fmtbuf;
 mod kacct;
 mod kbench;
 mod kclock;
+mod kwake;
 mod percpu;
 mod settings;
 mod target;
@@ -175,11 +180,12 @@ fn write_config(shared: &Shared, input: &[u8]) -> Result {
 }
 
 /// The loaded module. Fields drop in order: debugfs first (waiting for
-/// handlers in flight), then the stress run, the updater, the check, the
-/// clock, the coverage marks.
+/// handlers in flight), then the stress run, the wake designs, the updater,
+/// the check, the clock, the coverage marks.
 struct NmiClock {
     _debugfs: ffi::debugfs::Dir,
     _stress: Arc<torture::Installed>,
+    _wake: kwake::Installed,
     _acct: kacct::Installed,
     _check: check::Installed,
     _clock: kclock::Running,
@@ -198,8 +204,8 @@ fn file_error(name: &CStr) -> impl Fn(&Error) + '_ {
 }
 
 /// Creates `/sys/kernel/debug/nmiclock/` and its files: `stats`, `config`,
-/// `control`, `histogram`, `percpu`, `anomalies`, `check`, `acct`, `bench`
-/// (root-only; read-only files 0400, writable ones 0600).
+/// `control`, `histogram`, `percpu`, `anomalies`, `check`, `acct`, `bench`,
+/// `wake` (root-only; read-only files 0400, writable ones 0600).
 fn create_files(shared: Arc<Shared>) -> Result<ffi::debugfs::Dir> {
     let mut dir = ffi::debugfs::Dir::new(c_str!("nmiclock")).inspect_err(|e| {
         pr_err!(
@@ -250,6 +256,9 @@ fn create_files(shared: Arc<Shared>) -> Result<ffi::debugfs::Dir> {
         move |b| kbench::write(&s.stress, b),
     )
     .inspect_err(file_error(name))?;
+    let name = c_str!("wake");
+    dir.add_rw(name, rw, |w| kwake::show(w), kwake::write)
+        .inspect_err(file_error(name))?;
     Ok(dir)
 }
 
@@ -260,6 +269,7 @@ impl kernel::Module for NmiClock {
         let clock = kclock::Running::start()?;
         let check = check::Installed::new()?;
         let acct = kacct::Installed::new()?;
+        let wake = kwake::Installed::new()?;
         let stress = Arc::new(torture::Installed::new()?, GFP_KERNEL)?;
         let shared = Arc::new(
             Shared {
@@ -284,6 +294,7 @@ impl kernel::Module for NmiClock {
         Ok(NmiClock {
             _debugfs: debugfs,
             _stress: stress,
+            _wake: wake,
             _acct: acct,
             _check: check,
             _clock: clock,

@@ -131,6 +131,12 @@ settings! {
     /// What the stress run reads.
     Target "target": Kind::Target(&crate::target::BUILTIN), default "nmiclock", false,
         "what the stress run reads: nmiclock (the clock clock= selects), a kernel clock, or a target another module registered";
+    /// How the `wake` activity's waiters wait.
+    Wake "wake": Kind::Names(&crate::kwake::DESIGNS), default "sleep", false,
+        "wake-up design of the wake activity: sleep (mark, re-check, sleep), racy (check, then sleep a tick: seed 002's lost wake-up) or poll (poll poll_us, then sleep)";
+    /// Poll window of `wake=poll`, us.
+    PollUs "poll_us": Kind::Number { min: 0, max: 10_000 }, default "100", false,
+        "poll window of wake=poll, us";
 }
 
 /// The glue declares exactly one module parameter per setting.

@@ -54,6 +54,30 @@ impl Kthread {
         // sleeping.
         unsafe { bindings::nmiclock_kthread_sleep(max_ms) };
     }
+
+    /// Marks the task sleeping (`set_current_state(TASK_INTERRUPTIBLE)`, a
+    /// full barrier): a wake-up from now on makes it running again, so a
+    /// condition checked after this cannot miss one.
+    pub(crate) fn prepare_to_sleep(&self) {
+        // SAFETY: Marking the current task sleeping has no preconditions.
+        unsafe { bindings::nmiclock_kthread_prepare_to_sleep() };
+    }
+
+    /// Marks the task running again, without sleeping (after
+    /// [`Kthread::prepare_to_sleep`], the condition held).
+    pub(crate) fn set_running(&self) {
+        // SAFETY: Marking the current task running has no preconditions.
+        unsafe { bindings::nmiclock_kthread_set_running() };
+    }
+
+    /// After [`Kthread::prepare_to_sleep`]: sleeps until woken or asked to
+    /// stop, `ns` at most (an hrtimer without slack). True if the time ran
+    /// out, false if a wake-up (or a stop) ended the sleep.
+    pub(crate) fn sleep_ns(&self, ns: u64) -> bool {
+        // SAFETY: In a kthread (type invariant); the caller marked the task
+        // sleeping, or the sleep is only as long as a wake-up allows.
+        unsafe { bindings::nmiclock_kthread_sleep_ns(ns) }
+    }
 }
 
 /// The glue's kthread function for a [`Worker`].
@@ -154,6 +178,28 @@ impl TaskSlot {
         self.0.store(task.task.as_ptr(), Ordering::Release);
     }
 
+    /// Publishes the calling kthread, for the wakers of a
+    /// [`run_on_each_cpu`] call: its kthreads exit only once every one of
+    /// them has returned.
+    ///
+    /// # Safety
+    ///
+    /// The slot must be [`TaskSlot::release`]d (or [`TaskSlot::clear`]ed)
+    /// before the [`run_on_each_cpu`] call that runs this kthread returns,
+    /// and its wakers must be gone by then: other kthreads of that call, or
+    /// timers cancelled before their kthread returned.
+    pub(crate) unsafe fn publish_self(&self, _k: &Kthread) {
+        // SAFETY: Reading the current task has no preconditions.
+        let task = unsafe { bindings::nmiclock_current() };
+        self.0.store(task, Ordering::Release);
+    }
+
+    /// Unpublishes the task without waiting: for an owner whose wakers are
+    /// all gone (see [`TaskSlot::publish_self`]).
+    pub(crate) fn release(&self) {
+        self.0.store(core::ptr::null_mut(), Ordering::Release);
+    }
+
     /// Unpublishes the task and waits for an RCU grace period, so that no
     /// interrupt handler (each an RCU read side) still holds it. Task
     /// context.
@@ -167,14 +213,30 @@ impl TaskSlot {
         }
     }
 
-    /// Wakes the published task, if any, through the scheduler. Hard-IRQ
-    /// context (an RCU read side): not from NMI, whose wake-ups the
-    /// scheduler does not allow.
+    /// Wakes the published task, if any and if `f()` (called only when one
+    /// is published) returns true: so a waker that takes a condition
+    /// (`f()`) always wakes someone. Hard-IRQ context, for a slot
+    /// [`TaskSlot::publish`] filled (see [`TaskSlot::wake`]).
+    pub(crate) fn wake_if(&self, f: impl FnOnce() -> bool) {
+        let task = self.0.load(Ordering::Acquire);
+        if !task.is_null() && f() {
+            // SAFETY: As in `wake()`: the task stays alive until `clear()`,
+            // which waits for this handler.
+            unsafe { bindings::nmiclock_wake(task) };
+        }
+    }
+
+    /// Wakes the published task, if any, through the scheduler: from
+    /// hard-IRQ context (an RCU read side) for a slot [`TaskSlot::publish`]
+    /// filled, or from the wakers [`TaskSlot::publish_self`] allows. Not
+    /// from NMI, whose wake-ups the scheduler does not allow.
     pub(crate) fn wake(&self) {
         let task = self.0.load(Ordering::Acquire);
         if !task.is_null() {
             // SAFETY: A published task stays alive until `clear()` (the
-            // contract of `publish()`), which waits for this handler.
+            // contract of `publish()`), which waits for this handler, or
+            // for as long as its wakers may call this (the contract of
+            // `publish_self()`).
             unsafe { bindings::nmiclock_wake(task) };
         }
     }

@@ -83,7 +83,9 @@ pub(crate) fn tai_fast_ns() -> u64 {
 
 /// The kernel's `ktime_get_ns()` (`CLOCK_MONOTONIC`, seqcount-protected:
 /// in NMI context it could spin forever on a writer it interrupted, which
-/// is no memory-safety matter, but keep it to task context).
+/// is no memory-safety matter, but keep it to task and hard-IRQ context,
+/// which the writer, updating with interrupts off, cannot be interrupted
+/// by).
 #[inline]
 pub(crate) fn ktime_get_ns() -> u64 {
     // SAFETY: No memory-safety preconditions.

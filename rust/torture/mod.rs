@@ -279,7 +279,7 @@ fn attach(cpu: u32) -> Result {
         CpuRes {
             _perf: perf,
             _writer: Worker::start(cpu, writer)?,
-            _sleeper: Worker::start(cpu, wake::sleeper)?,
+            _sleeper: Worker::start(cpu, move |k: &Kthread| wake::sleeper(k, cpu))?,
         },
         GFP_KERNEL,
     )?;

@@ -72,12 +72,14 @@ impl Cpu {
     }
 }
 
-/// The sleeper on one CPU: sleeps until the controller wakes it, then
-/// measures how long that took.
-pub(crate) fn sleeper(k: &Kthread) {
+/// The sleeper of CPU `cpu`: sleeps until the controller wakes it, then
+/// measures how long that took. It uses `cpu`'s part, not the one of the
+/// CPU it runs on: once `cpu` is going down (inactive, before `detach()`
+/// stops the sleeper), the scheduler moves a woken sleeper to another CPU.
+pub(crate) fn sleeper(k: &Kthread, cpu: u32) {
     let tick = crate::ffi::time::tick_nsec();
     while !k.should_stop() {
-        let Some(c) = CPUS.this_cpu().map(|c| &c.wake) else {
+        let Some(c) = CPUS.get(cpu).map(|c| &c.wake) else {
             return;
         };
         k.sleep_until_woken(|| c.sleeping.store(true, Ordering::Release), MAX_SLEEP_MS);
@@ -99,20 +101,22 @@ pub(crate) fn sleeper(k: &Kthread) {
 }
 
 /// The controller (hard-IRQ): wakes every sleeping sleeper through the
-/// scheduler, stamping the time first.
+/// scheduler, stamping the time first. A sleeper not published (before
+/// `attach()` publishes it, after `detach()` unpublished it) keeps its
+/// `sleeping`: taking it without a wake-up would leave it to time out.
 fn tick() -> u64 {
     if !live() {
         return 0;
     }
     for (_, c) in CPUS.iter() {
         let c = &c.wake;
-        if !c.sleeping.load(Ordering::Acquire) {
-            continue;
-        }
-        c.woken_at.store(kclock::read().ns, Ordering::Release);
-        if c.sleeping.swap(false, Ordering::AcqRel) {
-            c.sleeper.0.wake();
-        }
+        c.sleeper.0.wake_if(|| {
+            if !c.sleeping.load(Ordering::Acquire) {
+                return false;
+            }
+            c.woken_at.store(kclock::read().ns, Ordering::Release);
+            c.sleeping.swap(false, Ordering::AcqRel)
+        });
     }
     PERIOD_NS
 }

@@ -15,7 +15,8 @@ t_control_config() {
 	expect_refused control stop "resource busy" || ret=1
 	for v in clock=bogus clock= =latch bogus=1 counter_bits=8 period_us=0 period_us=5 \
 		duration_s=0 duration_s=86401 update_us=-1 autostart=2 nmi_source=nmi \
-		min_window_hits=x until=forever disturb=both "acct=racy extra" clock; do
+		min_window_hits=x until=forever disturb=both "acct=racy extra" clock \
+		wake=bogus wake= poll_us=10001 poll_us=-1; do
 		expect_refused config "$v" "Invalid argument" || ret=1
 	done
 	[ "$(cat "$DIR/config")" = "$cfg" ] || { echo "refused config writes changed it"; ret=1; }
@@ -42,6 +43,7 @@ snapshot() {
 	grep -E '^(samples|acct_updates|stats_reads):' "$DIR/stats" | grep -v stats_reads
 	stat_value "$DIR/check" runs
 	stat_value "$DIR/acct" runs
+	stat_value "$DIR/wake" runs
 	head -n 1 "$DIR/bench"
 }
 
@@ -59,7 +61,7 @@ t_hostile_writes() {
 	pool=$(scratch)
 	head -c 70000 /dev/urandom | tr '0-9\n' 'a-k' >"$pool"
 	n=0
-	for f in control config check acct bench; do
+	for f in control config check acct bench wake; do
 		for v in "" " " "	" "-1" "-0" "+1" "0x10" "1e3" "1.5" "99999999999999999999" \
 			"abc" "st art" "START" "stop now" "reset!" "key=" "=v" "a=b=c" \
 			"clock=latch clock=seqcount" "clock=latch;" "duration_s=1s" \
@@ -138,6 +140,14 @@ t_bench() {
 			echo "$phase: a median of 0"; ret=1
 		fi
 	done
+	# Ping-pong: sleep, the reference, polls nothing; every poll row polled.
+	n=$(grep -cE '^pingpong +pingpong (sleep|poll [0-9]+us) +[0-9]+\.[0-9]{3} +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+\.[0-9]{2}  poll_ns=[0-9]+\.[0-9]{3} speedup=[0-9]+\.[0-9]{2}x$' "$out")
+	[ "$n" = 4 ] || { echo "pingpong: $n complete rows, want 4"; ret=1; }
+	grep -qE '^pingpong +pingpong sleep .* 1\.00  poll_ns=0\.000 speedup=1\.00x$' "$out" ||
+		{ echo "pingpong sleep: not the reference (ratio 1.00), or it polled"; ret=1; }
+	if grep -E '^pingpong +pingpong poll .*poll_ns=0\.000 ' "$out"; then
+		echo "a pingpong poll row never polled"; ret=1
+	fi
 	grep -qE '^nmi +nmi handler \(sample\) +- +[0-9]+ +[0-9]+ +[0-9]+ +-$' "$out" ||
 		grep -q '^nmi +nmi handler: no NMI-context samples' "$out" ||
 		{ echo "no NMI handler row"; ret=1; }
@@ -167,7 +177,7 @@ refused_during() {
 	mark "during-$1"
 	for w in "config clock=seqcount" "config acct=racy" "config counter_bits=32" \
 		"control start" "control reset" "check 100" "check ms=100 windows=1" \
-		"acct 100" "bench nruns=1 loops=10" "bench loops=10 nruns=1"; do
+		"acct 100" "bench nruns=1 loops=10" "bench loops=10 nruns=1" "wake 100"; do
 		expect_refused ${w%% *} "${w#* }" "resource busy" && continue
 		if [ "$(stat_value "$DIR/stats" activity)" != "$3" ]; then
 			echo "during $1: $3 had ended by then; trying a longer one"
@@ -180,16 +190,17 @@ refused_during() {
 	after=$(what_counts "$1")
 	[ "$before" = "$after" ] || { echo "during $1, a refused write changed something"; rd_ret=1; }
 	n=$(log_since "during-$1" | grep -cE "not while ($2) is in progress")
-	[ "$n" -ge 10 ] || { echo "during $1: $n log lines name it, want 10"; rd_ret=1; }
+	[ "$n" -ge 11 ] || { echo "during $1: $n log lines name it, want 11"; rd_ret=1; }
 	return $rd_ret
 }
 
-# what_counts WHAT: the settings and the runs of check and acct, but for
+# what_counts WHAT: the settings and the runs of check, acct and wake, but for
 # WHAT's own (it may end meanwhile, and then counts its run).
 what_counts() {
 	cat "$DIR/config"
 	[ "$1" = check ] || stat_value "$DIR/check" runs
 	[ "$1" = acct ] || stat_value "$DIR/acct" runs
+	[ "$1" = wake ] || stat_value "$DIR/wake" runs
 }
 
 # in_progress ACTIVITY: waits (5 s at most) until stats says ACTIVITY runs.
@@ -209,7 +220,8 @@ t_activities() {
 	wait_clocksource
 	load duration_s=30 || { echo "insmod failed"; return 1; }
 	ret=0
-	for a in "check:a check:ms=" "acct:an acct run:" "bench:a bench:nruns=3 loops="; do
+	for a in "check:a check:ms=" "acct:an acct run:" "bench:a bench:nruns=3 loops=" \
+		"wake:a wake run:"; do
 		f=${a%%:*} rest=${a#*:} what=${rest%%:*} arg=${rest#*:}
 		names=$what
 		[ "$f" = bench ] && names="$what|a stress run"

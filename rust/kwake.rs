@@ -1,0 +1,553 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Wake-up designs (`wake=sleep|racy|poll`), after two of the kernel threads
+//! behind nmiclock: an idle loop that checked need-resched and then halted,
+//! so that a wake-up landing between the two waited for the next tick; and
+//! `smp_cond_load_*_timeout()`, which lets a CPU about to idle poll for a
+//! while first, so that a wake-up coming soon costs no halt and no IPI.
+//!
+//! A waiter waits on a [`Waitpoint`]: a flag its waker sets before waking
+//! the waiter's task through the scheduler. The [`Design`]s differ in how
+//! the waiter goes to sleep:
+//!
+//! - `sleep`, the correct protocol: mark the task sleeping, re-check the
+//!   flag, sleep. A wake-up after the mark makes the task running again, so
+//!   none is lost.
+//! - `racy`, seed 002's bug in task form: check the flag, then mark the task
+//!   sleeping and sleep without checking again, with a one-tick timeout as
+//!   the only rescue. A wake-up landing between the check and the mark finds
+//!   the task still running, does nothing, and the waiter sleeps out the
+//!   tick: late by a tick.
+//! - `poll`, seed 003's remedy: spin on the flag with
+//!   [`crate::spin::cond_load_acquire_timeout`] for `poll_us`, then fall
+//!   back to `sleep`.
+//!
+//! Two users:
+//!
+//! - The `wake` activity (debugfs `wake`; write a duration in ms, blocking):
+//!   a waiter kthread on every online CPU, woken by an hrtimer on its own
+//!   CPU at a pseudo-random delay of 0 to [`SPREAD_NS`] after it armed it,
+//!   so the interrupt lands anywhere in the waiter's way to sleep, the gap
+//!   included. Nothing else runs: while a waiter sleeps its CPU idles. Each
+//!   wake-up's latency (the timer's timestamp to the waiter running, both
+//!   `ktime_get_ns()`, the clock of the rescue timeout, so that a rescued
+//!   wake-up measures a tick or more) goes into a histogram; one of a tick
+//!   or more is a `late_wakeup`. A late one posted before the waiter
+//!   marked itself sleeping, that the timeout then woke, is a
+//!   `lost_wakeup` (the design's fault); any other late one is a
+//!   `slow_wakeup` (woken in time, run late: the scheduler's, or in a VM
+//!   the host's). The verdict is on lost wake-ups.
+//! - The bench's ping-pong ([`pingpong`]): two kthreads on two CPUs wake
+//!   each other `trips` times, in the manner of `perf bench sched pipe`.
+
+use core::fmt::{self, Write};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use kernel::prelude::*;
+
+use crate::activity::{Activity, Guard};
+use crate::bench::LatHist;
+use crate::ffi;
+use crate::ffi::hrtimer::HrTimer;
+use crate::ffi::kthread::{Kthread, TaskSlot};
+use crate::parse::parse_u32;
+use crate::percpu::PerCpu;
+use crate::settings::{self, Key};
+use crate::spin::{cond_load_acquire_timeout, SpinBudget, DEFAULT_POLL_COUNT};
+
+/// The designs, in the order of the setting's values.
+pub(crate) const DESIGNS: [&str; 3] = ["sleep", "racy", "poll"];
+
+/// Longest `wake` run, in ms.
+const MAX_MS: u32 = 60_000;
+
+/// The longest delay of the `wake` activity's timer: the waiter's way from
+/// arming it to sleeping takes a few µs, so most interrupts land after it
+/// sleeps, some on the way.
+pub(crate) const SPREAD_NS: u64 = 50_000;
+
+/// The correct designs' timeout: a lost wake-up shows as one this late
+/// instead of hanging the waiter.
+const MAX_SLEEP_NS: u64 = 100_000_000;
+
+/// What a waiter waits on: a flag, and the task its waker wakes.
+pub(crate) struct Waitpoint {
+    ready: AtomicU32,
+    task: TaskSlot,
+}
+
+impl Default for Waitpoint {
+    fn default() -> Self {
+        Self {
+            ready: AtomicU32::new(0),
+            task: TaskSlot::new(),
+        }
+    }
+}
+
+impl Waitpoint {
+    /// The waker's side: sets the flag, then wakes the waiter (a no-op if it
+    /// is running). Any context but NMI.
+    fn post(&self) {
+        self.ready.store(1, Ordering::Release);
+        self.task.wake();
+    }
+
+    fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire) != 0
+    }
+
+    /// Clears the flag before the next wait.
+    fn rearm(&self) {
+        self.ready.store(0, Ordering::Relaxed);
+    }
+}
+
+/// How one wait went.
+#[derive(Default)]
+struct Waited {
+    /// ns spent polling.
+    polled_ns: u64,
+    /// The flag was seen while polling.
+    by_poll: bool,
+    /// When the waiter last marked itself sleeping (`ktime_get_ns()`), if
+    /// the timeout ended that sleep with the flag set: a wake-up posted
+    /// before then found the waiter running and was lost; the timeout
+    /// rescued it.
+    rescued_after: Option<u64>,
+}
+
+/// Marks the task sleeping and notes when (see [`Waited::rescued_after`]).
+fn mark(k: &Kthread) -> u64 {
+    k.prepare_to_sleep();
+    ffi::time::ktime_get_ns()
+}
+
+/// A way of waiting on a [`Waitpoint`]; returns once its flag is set, or
+/// the kthread is asked to stop.
+trait Design {
+    fn wait(k: &Kthread, w: &Waitpoint, poll_ns: u64, tick_ns: u64) -> Waited;
+}
+
+/// The correct protocol: mark, re-check, sleep.
+struct Sleep;
+
+impl Design for Sleep {
+    fn wait(k: &Kthread, w: &Waitpoint, _poll_ns: u64, _tick_ns: u64) -> Waited {
+        let mut out = Waited::default();
+        loop {
+            let marked = mark(k);
+            if w.is_ready() || k.should_stop() {
+                k.set_running();
+                return out;
+            }
+            if k.sleep_ns(MAX_SLEEP_NS) && w.is_ready() {
+                out.rescued_after = Some(marked);
+            }
+        }
+    }
+}
+
+/// Seed 002's bug: check, then mark and sleep a tick without re-checking.
+struct Racy;
+
+impl Design for Racy {
+    fn wait(k: &Kthread, w: &Waitpoint, _poll_ns: u64, tick_ns: u64) -> Waited {
+        let mut out = Waited::default();
+        while !w.is_ready() && !k.should_stop() {
+            // The gap: a wake-up landing here finds the task running.
+            let marked = mark(k);
+            if k.sleep_ns(tick_ns) && w.is_ready() {
+                out.rescued_after = Some(marked);
+            }
+        }
+        out
+    }
+}
+
+/// Seed 003's remedy: poll for `poll_ns`, then sleep.
+struct Poll;
+
+impl Design for Poll {
+    fn wait(k: &Kthread, w: &Waitpoint, poll_ns: u64, tick_ns: u64) -> Waited {
+        let t0 = ffi::time::local_clock();
+        let budget = SpinBudget {
+            timeout_ns: poll_ns,
+            poll_count: DEFAULT_POLL_COUNT,
+        };
+        let hit =
+            cond_load_acquire_timeout(&w.ready, |v| v != 0, budget, ffi::time::local_clock).is_ok();
+        let polled_ns = ffi::time::local_clock().saturating_sub(t0);
+        if hit {
+            return Waited {
+                polled_ns,
+                by_poll: true,
+                rescued_after: None,
+            };
+        }
+        Waited {
+            polled_ns,
+            ..Sleep::wait(k, w, poll_ns, tick_ns)
+        }
+    }
+}
+
+/// Waits with the design of index `design` (see [`DESIGNS`]).
+fn wait(design: u32, k: &Kthread, w: &Waitpoint, poll_ns: u64, tick_ns: u64) -> Waited {
+    match design {
+        1 => Racy::wait(k, w, poll_ns, tick_ns),
+        2 => Poll::wait(k, w, poll_ns, tick_ns),
+        _ => Sleep::wait(k, w, poll_ns, tick_ns),
+    }
+}
+
+// ---- the `wake` activity ------------------------------------------------------------
+
+/// One CPU's waiter: its waitpoint, the timer's timestamp, and its results
+/// of the last run.
+#[repr(align(64))]
+#[derive(Default)]
+struct Cpu {
+    point: Waitpoint,
+    /// `ktime_get_ns()` when the timer posted.
+    posted_at: AtomicU64,
+    wakeups: AtomicU64,
+    late_wakeups: AtomicU64,
+    lost_wakeups: AtomicU64,
+    slow_wakeups: AtomicU64,
+    max_ns: AtomicU64,
+    poll_wakeups: AtomicU64,
+    polled_ns: AtomicU64,
+}
+
+impl Cpu {
+    fn results(&self) -> [&AtomicU64; 7] {
+        [
+            &self.wakeups,
+            &self.late_wakeups,
+            &self.lost_wakeups,
+            &self.slow_wakeups,
+            &self.max_ns,
+            &self.poll_wakeups,
+            &self.polled_ns,
+        ]
+    }
+}
+
+static CPUS: PerCpu<Cpu> = PerCpu::new();
+
+/// Latencies of the last run, all CPUs.
+static HIST: LatHist = LatHist::new();
+
+// The run in progress, or the last one.
+static RUNS: AtomicU64 = AtomicU64::new(0);
+static DESIGN: AtomicU32 = AtomicU32::new(0);
+static POLL_NS: AtomicU64 = AtomicU64::new(0);
+static TICK_NS: AtomicU64 = AtomicU64::new(0);
+static DURATION_MS: AtomicU64 = AtomicU64::new(0);
+static ELAPSED_MS: AtomicU64 = AtomicU64::new(0);
+static NCPUS: AtomicU32 = AtomicU32::new(0);
+
+/// The `wake` activity's per-CPU state, installed at load.
+pub(crate) struct Installed(());
+
+impl Installed {
+    /// Installs the per-CPU state.
+    pub(crate) fn new() -> Result<Self> {
+        CPUS.install(Cpu::default)?;
+        Ok(Self(()))
+    }
+}
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        // SAFETY: The debugfs files, whose handlers run the activity and
+        // show it, are gone before this is dropped.
+        unsafe { CPUS.uninstall() };
+    }
+}
+
+/// The next pseudo-random number (xorshift64).
+fn next(state: &mut u64) -> u64 {
+    let mut x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *state = x;
+    x
+}
+
+/// One CPU's waiter (a kthread bound to it) for the run in progress.
+fn waiter(k: &Kthread, cpu: u32) {
+    let Some(c) = CPUS.get(cpu) else {
+        return;
+    };
+    let design = DESIGN.load(Ordering::Relaxed);
+    let (poll_ns, tick) = (
+        POLL_NS.load(Ordering::Relaxed),
+        TICK_NS.load(Ordering::Relaxed),
+    );
+    let Ok(timer) = HrTimer::new(move || {
+        if let Some(c) = CPUS.get(cpu) {
+            c.posted_at
+                .store(ffi::time::ktime_get_ns(), Ordering::Relaxed);
+            c.point.post();
+        }
+        0
+    }) else {
+        pr_err!("wake: cpu{}: no timer: out of memory\n", cpu);
+        return;
+    };
+    // SAFETY: Released below, after the timer (the only waker) is dropped,
+    // before this kthread returns.
+    unsafe { c.point.task.publish_self(k) };
+    let end = ffi::time::local_clock().wrapping_add(
+        DURATION_MS
+            .load(Ordering::Relaxed)
+            .saturating_mul(1_000_000),
+    );
+    let mut rng = ffi::time::local_clock() | 1;
+    let mut r = [0u64; 7];
+    while !k.should_stop() && (ffi::time::local_clock().wrapping_sub(end) as i64) < 0 {
+        c.point.rearm();
+        timer.start(next(&mut rng) % SPREAD_NS);
+        let w = wait(design, k, &c.point, poll_ns, tick);
+        if !c.point.is_ready() {
+            break;
+        }
+        let posted = c.posted_at.load(Ordering::Relaxed);
+        let lat = ffi::time::ktime_get_ns().saturating_sub(posted);
+        HIST.record(lat);
+        let [wakeups, late, lost, slow, max, by_poll, polled] = &mut r;
+        // Posted before the waiter marked itself sleeping, yet the timeout
+        // woke it: the wake-up was lost. (One posted after the mark woke
+        // it; if it still ran a tick later, it was slow, not lost.)
+        let was_lost = w.rescued_after.is_some_and(|m| posted < m);
+        *wakeups += 1;
+        *late += u64::from(lat >= tick);
+        *lost += u64::from(was_lost);
+        *slow += u64::from(lat >= tick && !was_lost);
+        *max = (*max).max(lat);
+        *by_poll += u64::from(w.by_poll);
+        *polled = polled.saturating_add(w.polled_ns);
+    }
+    drop(timer);
+    c.point.task.release();
+    for (a, v) in c.results().into_iter().zip(r) {
+        a.store(v, Ordering::Relaxed);
+    }
+}
+
+/// Handles a write to `wake`: a duration in ms; runs the design `wake`
+/// names on every online CPU for that long, blocking. `EINVAL` for a bad
+/// write, `EBUSY` while anything else runs; nothing runs then.
+pub(crate) fn write(input: &[u8]) -> Result {
+    let Some(ms) = parse_u32(input).filter(|ms| (1..=MAX_MS).contains(ms)) else {
+        pr_err!("wake: want a duration in ms, 1..{}\n", MAX_MS);
+        return Err(EINVAL);
+    };
+    let _guard = Guard::try_begin(Activity::Wake, "wake")?;
+    for (_, c) in CPUS.iter() {
+        for a in c.results() {
+            a.store(0, Ordering::Relaxed);
+        }
+    }
+    HIST.clear();
+    DESIGN.store(settings::get(Key::Wake), Ordering::Relaxed);
+    POLL_NS.store(poll_ns(), Ordering::Relaxed);
+    TICK_NS.store(ffi::time::tick_nsec(), Ordering::Relaxed);
+    DURATION_MS.store(u64::from(ms), Ordering::Relaxed);
+    NCPUS.store(ffi::cpu::num_online_cpus(), Ordering::Relaxed);
+    let t0 = ffi::time::local_clock();
+    let ret = ffi::kthread::run_on_each_cpu(&waiter);
+    ELAPSED_MS.store(
+        ffi::time::local_clock().wrapping_sub(t0) / 1_000_000,
+        Ordering::Relaxed,
+    );
+    RUNS.fetch_add(1, Ordering::Relaxed);
+    ret
+}
+
+/// The setting `poll_us`, in ns.
+fn poll_ns() -> u64 {
+    u64::from(settings::get(Key::PollUs)).saturating_mul(1_000)
+}
+
+/// The verdict of the last run, on lost wake-ups: `racy` must lose some
+/// (`caught`), or the probe could not see the gap (`blind`); the others
+/// must lose none (`clean`, else `lost`). Slow wake-ups are the
+/// scheduler's (or, in a VM, the host's), not the design's: reported, not
+/// judged.
+fn verdict(design: u32, lost: u64) -> &'static str {
+    match (design, lost) {
+        (1, 0) => "blind",
+        (1, _) => "caught",
+        (_, 0) => "clean",
+        _ => "lost",
+    }
+}
+
+/// Writes the `wake` file: the last run, totals then per CPU.
+pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
+    let running = crate::activity::current() == Some(Activity::Wake);
+    let runs = RUNS.load(Ordering::Relaxed);
+    let design = DESIGN.load(Ordering::Relaxed);
+    let lost = CPUS.sum(|c| &c.lost_wakeups);
+    writeln!(w, "state: {}", if running { "running" } else { "idle" })?;
+    writeln!(w, "runs: {runs}")?;
+    if runs == 0 {
+        return writeln!(w, "# write a duration in ms to run the design wake= names");
+    }
+    writeln!(
+        w,
+        "wake: {}",
+        DESIGNS.get(design as usize).copied().unwrap_or("?")
+    )?;
+    writeln!(w, "poll_us: {}", POLL_NS.load(Ordering::Relaxed) / 1_000)?;
+    writeln!(w, "duration_ms: {}", DURATION_MS.load(Ordering::Relaxed))?;
+    writeln!(w, "elapsed_ms: {}", ELAPSED_MS.load(Ordering::Relaxed))?;
+    writeln!(w, "cpus: {}", NCPUS.load(Ordering::Relaxed))?;
+    writeln!(w, "tick_ns: {}", TICK_NS.load(Ordering::Relaxed))?;
+    writeln!(w, "spread_ns: {SPREAD_NS}")?;
+    writeln!(w, "wakeups: {}", CPUS.sum(|c| &c.wakeups))?;
+    writeln!(w, "late_wakeups: {}", CPUS.sum(|c| &c.late_wakeups))?;
+    writeln!(w, "lost_wakeups: {lost}")?;
+    writeln!(w, "slow_wakeups: {}", CPUS.sum(|c| &c.slow_wakeups))?;
+    writeln!(w, "p50_wake_latency_ns: {}", HIST.quantile(500))?;
+    writeln!(w, "p99_wake_latency_ns: {}", HIST.quantile(990))?;
+    writeln!(w, "max_wake_latency_ns: {}", CPUS.max(|c| &c.max_ns))?;
+    writeln!(w, "poll_wakeups: {}", CPUS.sum(|c| &c.poll_wakeups))?;
+    writeln!(w, "polled_ns: {}", CPUS.sum(|c| &c.polled_ns))?;
+    writeln!(w, "verdict: {}", verdict(design, lost))?;
+    for (cpu, c) in CPUS.iter() {
+        let n = c.wakeups.load(Ordering::Relaxed);
+        if n == 0 {
+            continue;
+        }
+        writeln!(
+            w,
+            "cpu{cpu}: wakeups={n} late_wakeups={} lost_wakeups={} slow_wakeups={} max_wake_latency_ns={} poll_wakeups={} polled_ns={}",
+            c.late_wakeups.load(Ordering::Relaxed),
+            c.lost_wakeups.load(Ordering::Relaxed),
+            c.slow_wakeups.load(Ordering::Relaxed),
+            c.max_ns.load(Ordering::Relaxed),
+            c.poll_wakeups.load(Ordering::Relaxed),
+            c.polled_ns.load(Ordering::Relaxed)
+        )?;
+    }
+    Ok(())
+}
+
+// ---- ping-pong ------------------------------------------------------------------------
+
+/// The two players' waitpoints.
+static PLAYERS: [Waitpoint; 2] = [
+    Waitpoint {
+        ready: AtomicU32::new(0),
+        task: TaskSlot::new(),
+    },
+    Waitpoint {
+        ready: AtomicU32::new(0),
+        task: TaskSlot::new(),
+    },
+];
+
+/// The game in progress: design, poll window, round trips.
+static GAME: [AtomicU64; 3] = [const { AtomicU64::new(0) }; 3];
+/// Kthreads arrived, and players ready to play.
+static ARRIVED: AtomicU32 = AtomicU32::new(0);
+static SEATED: AtomicU32 = AtomicU32::new(0);
+/// What the game measured: total ns (player 0's clock), ns spent polling
+/// (both players), and the CPUs of the two players.
+static SCORE: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+
+/// What one game measured.
+pub(crate) struct Score {
+    /// Wall time of all the round trips, ns.
+    pub(crate) total_ns: u64,
+    /// CPU time both players spent polling, ns.
+    pub(crate) polled_ns: u64,
+    /// The two players' CPUs.
+    pub(crate) cpus: (u32, u32),
+}
+
+/// One kthread of the game: the first two to arrive play (0 serves, 1
+/// returns), the others leave.
+fn player(k: &Kthread, cpu: u32, hist: &LatHist) {
+    let me = ARRIVED.fetch_add(1, Ordering::AcqRel);
+    let (Some(mine), Some(theirs)) = (
+        PLAYERS.get(me as usize),
+        PLAYERS.get(1usize.wrapping_sub(me as usize)),
+    ) else {
+        return;
+    };
+    let [design, poll_ns, trips] = GAME.each_ref().map(|a| a.load(Ordering::Relaxed));
+    let design = design as u32;
+    if let Some(s) = SCORE.get(2 + me as usize) {
+        s.store(u64::from(cpu), Ordering::Relaxed);
+    }
+    mine.rearm();
+    // SAFETY: Released by the writer after `run_on_each_cpu()` returns;
+    // the only waker is the other player, of the same call.
+    unsafe { mine.task.publish_self(k) };
+    SEATED.fetch_add(1, Ordering::AcqRel);
+    while SEATED.load(Ordering::Acquire) < 2 {
+        core::hint::spin_loop();
+        ffi::cpu::cond_resched();
+    }
+    let mut polled = 0u64;
+    let t0 = ffi::time::local_clock();
+    for _ in 0..trips {
+        if me == 0 {
+            let t = ffi::time::local_clock();
+            theirs.post();
+            polled = polled.saturating_add(wait(design, k, mine, poll_ns, 0).polled_ns);
+            mine.rearm();
+            hist.record(ffi::time::local_clock().saturating_sub(t));
+        } else {
+            polled = polled.saturating_add(wait(design, k, mine, poll_ns, 0).polled_ns);
+            mine.rearm();
+            theirs.post();
+        }
+    }
+    if me == 0 {
+        SCORE[0].store(
+            ffi::time::local_clock().saturating_sub(t0),
+            Ordering::Relaxed,
+        );
+    }
+    SCORE[1].fetch_add(polled, Ordering::Relaxed);
+}
+
+/// Plays `trips` round trips between two kthreads on two CPUs, waiting
+/// with `design` (see [`DESIGNS`]; not `racy`) and a poll window of
+/// `poll_ns`; each round trip's time goes into `hist`. `ENODEV` with fewer
+/// than two CPUs online. The caller holds the activity.
+pub(crate) fn pingpong(design: u32, poll_ns: u64, trips: u32, hist: &LatHist) -> Result<Score> {
+    if ffi::cpu::num_online_cpus() < 2 {
+        return Err(ENODEV);
+    }
+    for (a, v) in GAME
+        .iter()
+        .zip([u64::from(design), poll_ns, u64::from(trips)])
+    {
+        a.store(v, Ordering::Relaxed);
+    }
+    for a in &SCORE {
+        a.store(0, Ordering::Relaxed);
+    }
+    ARRIVED.store(0, Ordering::Relaxed);
+    SEATED.store(0, Ordering::Relaxed);
+    // CPU hotplug waits during the call: two CPUs stay online.
+    let ret = ffi::kthread::run_on_each_cpu(&|k: &Kthread, cpu| player(k, cpu, hist));
+    for p in &PLAYERS {
+        p.task.release();
+    }
+    ret?;
+    let [total_ns, polled_ns, a, b] = SCORE.each_ref().map(|a| a.load(Ordering::Relaxed));
+    Ok(Score {
+        total_ns,
+        polled_ns,
+        cpus: (a as u32, b as u32),
+    })
+}
