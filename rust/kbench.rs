@@ -8,8 +8,9 @@
 //! A write of `run` (or of `loops=N nruns=N update_us=N`, see
 //! [`crate::bench::parse_args`]) runs it, blocking:
 //!
-//! 1. Two phases, `idle` and `updaters`. In each, a reader kthread on every
-//!    online CPU times every [`ROWS`] operation: for each of `nruns` runs,
+//! 1. Two phases, `idle` and `updaters`. In each, a reader kthread on 75 %
+//!    of the online CPUs (refscale's default; the others idle) times every
+//!    [`ROWS`] operation: for each of `nruns` runs,
 //!    all readers start together (a barrier), time `loops` operations in a
 //!    row with preemption off, and the run's figure is the mean over the
 //!    readers of ns per operation (refscale's `result_avg`). Then each
@@ -53,23 +54,28 @@ use crate::kclock;
 use crate::kwake;
 use crate::torture;
 
-/// One operation to time. `rec` is the reader's own acct record (only the
-/// acct rows use it).
+/// One operation to time, returning what it read (0 for the acct rows).
+/// `rec` is the reader's own acct record (only the acct rows use it).
 trait Op {
-    fn op(rec: &AcctRecord);
+    fn op(rec: &AcctRecord) -> u64;
 }
 
-/// Times `loops` operations in a row (refscale's `readsection`).
+/// Times `loops` operations in a row (refscale's `readsection`): inlined,
+/// one monomorphic loop per operation, summing what they read and handing
+/// the sum to the optimiser's black box once at the end, as refscale keeps
+/// its `x += ...` (a black box per read cost a store each).
 fn block<O: Op>(rec: &AcctRecord, loops: u32) {
+    let mut sum = 0u64;
     for _ in 0..loops {
-        O::op(rec);
+        sum = sum.wrapping_add(O::op(rec));
     }
+    core::hint::black_box(sum);
 }
 
 /// TSC cycles of one operation, between two ordered TSC reads.
 fn single<O: Op>(rec: &AcctRecord) -> u64 {
     let t0 = Ordered.read();
-    O::op(rec);
+    core::hint::black_box(O::op(rec));
     Ordered.read().wrapping_sub(t0)
 }
 
@@ -101,19 +107,22 @@ const fn row<O: Op>(name: &'static str, group: Group) -> Row {
     }
 }
 
-/// An operation that reads a `u64` and discards it.
+/// An operation that reads a `u64`.
 macro_rules! read_op {
     ($ty:ident, $read:expr) => {
         struct $ty;
         impl Op for $ty {
             #[inline(always)]
-            fn op(_: &AcctRecord) {
-                core::hint::black_box($read);
+            fn op(_: &AcctRecord) -> u64 {
+                $read
             }
         }
     };
 }
 
+// The harness alone: a value the optimiser cannot see through, so the loop
+// stays a loop.
+read_op!(Empty, core::hint::black_box(0));
 read_op!(CounterOrdered, Ordered.read());
 read_op!(CounterBare, Bare.read());
 read_op!(SchedClock, ffi::time::sched_clock());
@@ -139,13 +148,14 @@ struct AcctOp<const S: u32, const TICK: bool>;
 
 impl<const S: u32, const TICK: bool> Op for AcctOp<S, TICK> {
     #[inline(always)]
-    fn op(rec: &AcctRecord) {
+    fn op(rec: &AcctRecord) -> u64 {
         let min_delta = if TICK {
             TICK_NS.load(Ordering::Relaxed)
         } else {
             0
         };
         kacct::bench_update(S, rec, min_delta);
+        0
     }
 }
 
@@ -162,12 +172,12 @@ fn update_target(row: &Row) -> usize {
 }
 
 /// Row of `sched_clock()`, the reads' reference.
-const SCHED_CLOCK_ROW: usize = 2;
+const SCHED_CLOCK_ROW: usize = 3;
 /// First row of each acct mode (`cmpxchg`, the acct reference).
-const ACCT_TICK_ROW: usize = 14;
-const ACCT_APPLY_ROW: usize = 17;
+const ACCT_TICK_ROW: usize = 15;
+const ACCT_APPLY_ROW: usize = 18;
 
-const NROWS: usize = 20;
+const NROWS: usize = 21;
 
 /// This architecture's names of the counter and clock rows.
 const B: [&str; 8] = crate::arch::BENCH_ROWS;
@@ -199,6 +209,7 @@ const _: () = {
 };
 
 static ROWS: [Row; NROWS] = [
+    row::<Empty>("empty (harness)", Group::Read),
     row::<CounterOrdered>(B[0], Group::Read),
     row::<CounterBare>(B[1], Group::Read),
     row::<SchedClock>("sched_clock()", Group::Read),
@@ -252,6 +263,9 @@ static READERS: AtomicU32 = AtomicU32::new(0);
 static JOINED: AtomicU32 = AtomicU32::new(0);
 static ARRIVED: AtomicU32 = AtomicU32::new(0);
 static GENERATION: AtomicU32 = AtomicU32::new(0);
+/// Kthreads whose updater runs, and timing readers done, in the phase.
+static STARTED: AtomicU32 = AtomicU32::new(0);
+static FINISHED: AtomicU32 = AtomicU32::new(0);
 
 /// The clock the updaters move (a `kclock` table index, or [`RUNNING`]).
 static UPDATE_TARGET: AtomicUsize = AtomicUsize::new(RUNNING);
@@ -265,9 +279,14 @@ static HIST: LatHist = LatHist::new();
 static RUNS: [[[AtomicU64; MAX_NRUNS]; 2]; NROWS] =
     [const { [const { [const { AtomicU64::new(0) }; MAX_NRUNS] }; 2] }; NROWS];
 
-/// Per row and phase: median (thousandths of a ns), p50, p99, max (ns).
-static SUMMARY: [[[AtomicU64; 4]; 2]; NROWS] =
-    [const { [const { [const { AtomicU64::new(0) }; 4] }; 2] }; NROWS];
+/// Per row and phase: median (thousandths of a ns), p50, p99, max (ns),
+/// the ratio to the reference within each run, median, 10th and 90th
+/// percentile (thousandths), and whether there is a ratio (1).
+static SUMMARY: [[[AtomicU64; 8]; 2]; NROWS] =
+    [const { [const { [const { AtomicU64::new(0) }; 8] }; 2] }; NROWS];
+
+/// Single-operation costs of each row, for the phase in progress.
+static HISTS: [LatHist; NROWS] = [const { LatHist::new() }; NROWS];
 
 /// The NMI handler's cost: samples, p50, p99, max (ns); and whether the run
 /// that measured it could start (0: no, 1: yes).
@@ -375,23 +394,59 @@ fn timing_overhead() -> u64 {
     })
 }
 
-/// Stores a row's summary for a phase from its runs and the histogram.
-fn summarize(ri: usize, phase: usize, nruns: usize) {
-    let (Some(runs), Some(sum)) = (
+/// The reference row of a group, for the ratio column.
+fn reference(group: Group) -> usize {
+    match group {
+        Group::Read => SCHED_CLOCK_ROW,
+        Group::AcctTick => ACCT_TICK_ROW,
+        Group::AcctApply => ACCT_APPLY_ROW,
+    }
+}
+
+/// Stores a row's summary for a phase from its runs and its histogram:
+/// the median over runs, the single operations' quantiles, and the ratio
+/// to its reference row taken within each run, as the median over runs
+/// with the 10th and 90th percentiles (its noise). The reference rows are
+/// summarized with every other row, after the phase.
+fn summarize(ri: usize, group: Group, phase: usize, nruns: usize) {
+    let (Some(runs), Some(base), Some(sum), Some(hist)) = (
         RUNS.get(ri).and_then(|r| r.get(phase)),
+        RUNS.get(reference(group)).and_then(|r| r.get(phase)),
         SUMMARY.get(ri).and_then(|r| r.get(phase)),
+        HISTS.get(ri),
     ) else {
         return;
     };
     let mut v = [0u64; MAX_NRUNS];
-    for (d, s) in v.iter_mut().zip(runs.iter()).take(nruns) {
+    let mut r = [0u64; MAX_NRUNS];
+    let mut nr = 0;
+    for ((d, s), b) in v.iter_mut().zip(runs.iter()).zip(base.iter()).take(nruns) {
         *d = s.load(Ordering::Relaxed);
+        if let (Some(x), Some(slot)) = (ratio_milli(*d, b.load(Ordering::Relaxed)), r.get_mut(nr)) {
+            *slot = x;
+            nr += 1;
+        }
     }
+    let ratios = r.get_mut(..nr).unwrap_or(&mut []);
+    ratios.sort_unstable();
+    // Nearest rank: of 3 runs the 10th percentile is the least, the 90th
+    // the greatest.
+    let at = |q: usize| {
+        ratios
+            .get((nr * q).div_ceil(100).saturating_sub(1))
+            .copied()
+            .unwrap_or(0)
+    };
+    let (lo, hi) = (at(10), at(90));
     let values = [
         median(v.get_mut(..nruns).unwrap_or(&mut [])),
-        HIST.quantile(500),
-        HIST.quantile(990),
-        HIST.max(),
+        hist.quantile(500),
+        hist.quantile(990),
+        hist.max(),
+        median(ratios),
+        lo,
+        hi,
+        u64::from(nr > 0),
     ];
     for (d, s) in sum.iter().zip(values) {
         d.store(s, Ordering::Relaxed);
@@ -401,9 +456,11 @@ fn summarize(ri: usize, phase: usize, nruns: usize) {
 /// One CPU's reader, for one phase (a kthread bound to the CPU).
 fn reader(_k: &Kthread, _cpu: u32) {
     // CPU hotplug waits while the readers run: the count is stable.
-    let n = ffi::cpu::num_online_cpus();
+    let online = ffi::cpu::num_online_cpus();
+    let n = timing_readers(online);
     READERS.store(n, Ordering::Relaxed);
-    let leader = JOINED.fetch_add(1, Ordering::Relaxed) == 0;
+    let me = JOINED.fetch_add(1, Ordering::Relaxed);
+    let leader = me == 0;
     let phase = PHASE.load(Ordering::Relaxed);
     let loops = LOOPS.load(Ordering::Relaxed).max(1);
     let nruns = (NRUNS.load(Ordering::Relaxed) as usize).min(MAX_NRUNS);
@@ -420,10 +477,27 @@ fn reader(_k: &Kthread, _cpu: u32) {
     if let Some(t) = &timer {
         t.start(UPDATE_NS.load(Ordering::Relaxed));
     }
+    // Every CPU's updater runs before the first row is timed.
+    STARTED.fetch_add(1, Ordering::AcqRel);
+    while STARTED.load(Ordering::Acquire) < online {
+        core::hint::spin_loop();
+        ffi::cpu::cond_resched();
+    }
+    if me >= n {
+        // Not a timing reader: idle (but for the updater) until they are
+        // done, as refscale leaves the CPUs without a reader. Waking every
+        // 1 ms cost the reader's vCPU 10 % under single-threaded TCG.
+        while FINISHED.load(Ordering::Acquire) < n {
+            ffi::cpu::sleep_us(20_000);
+        }
+        return;
+    }
     let rec = AcctRecord::new();
-    for (ri, row) in ROWS.iter().enumerate() {
-        for run in 0..nruns {
-            if leader && run == 0 {
+    // Run-major: each run times every row back to back, so that a row and
+    // its ratio's reference share the run's conditions.
+    for run in 0..nruns {
+        for (ri, row) in ROWS.iter().enumerate() {
+            if leader {
                 UPDATE_TARGET.store(update_target(row), Ordering::Relaxed);
             }
             barrier();
@@ -441,12 +515,14 @@ fn reader(_k: &Kthread, _cpu: u32) {
                 ns.saturating_mul(1_000) / u64::from(loops),
                 Ordering::Relaxed,
             );
-            ffi::cpu::with_preemption_disabled(|| {
-                for _ in 0..SINGLES {
-                    let cyc = (row.single)(&rec).saturating_sub(overhead);
-                    HIST.record(cyc_to_ns(cyc, mult, shift));
-                }
-            });
+            if let Some(hist) = HISTS.get(ri) {
+                ffi::cpu::with_preemption_disabled(|| {
+                    for _ in 0..SINGLES {
+                        let cyc = (row.single)(&rec).saturating_sub(overhead);
+                        hist.record(cyc_to_ns(cyc, mult, shift));
+                    }
+                });
+            }
             barrier();
             if leader {
                 let avg = RUN_SUM.swap(0, Ordering::Relaxed) / u64::from(n.max(1));
@@ -457,16 +533,29 @@ fn reader(_k: &Kthread, _cpu: u32) {
                 {
                     slot.store(avg, Ordering::Relaxed);
                 }
-                if run + 1 == nruns {
-                    summarize(ri, phase, nruns);
-                    HIST.clear();
-                }
             }
         }
         ffi::cpu::cond_resched();
     }
+    if leader {
+        for (ri, row) in ROWS.iter().enumerate() {
+            summarize(ri, row.group, phase, nruns);
+            if let Some(h) = HISTS.get(ri) {
+                h.clear();
+            }
+        }
+    }
+    FINISHED.fetch_add(1, Ordering::Release);
     // Dropping the timer cancels it.
     drop(timer);
+}
+
+/// How many CPUs time the operations, of `online`: refscale's default
+/// (`nreaders=-1`), 75 % of them, at least one. Timing on every CPU at
+/// once measured the emulator's contention between vCPUs (under QEMU TCG
+/// a read cost three times refscale's), not the read.
+fn timing_readers(online: u32) -> u32 {
+    ((online >> 1) + (online >> 2)).max(1)
 }
 
 /// Times the NMI handler: a one-second stress run with the settings in
@@ -517,12 +606,17 @@ pub(crate) fn write(stress: &torture::Installed, input: &[u8]) -> Result {
     CPUS.store(ffi::cpu::num_online_cpus(), Ordering::Relaxed);
     kclock::start_idle_clocks(&guard);
     HIST.clear();
+    for h in &HISTS {
+        h.clear();
+    }
     RUN_SUM.store(0, Ordering::Relaxed);
     let mut ret = Ok(());
     for phase in 0..PHASES.len() {
         PHASE.store(phase, Ordering::Relaxed);
         JOINED.store(0, Ordering::Relaxed);
         ARRIVED.store(0, Ordering::Relaxed);
+        STARTED.store(0, Ordering::Relaxed);
+        FINISHED.store(0, Ordering::Relaxed);
         ret = ffi::kthread::run_on_each_cpu(&reader);
         if ret.is_err() {
             break;
@@ -571,14 +665,35 @@ fn summary(ri: usize, phase: usize, i: usize) -> u64 {
 }
 
 /// The ratio column of a row: against `sched_clock()` for reads, against
-/// `cmpxchg` in the same mode for acct updates.
-fn ratio(ri: usize, group: Group, phase: usize) -> Option<u64> {
-    let base = match group {
-        Group::Read => SCHED_CLOCK_ROW,
-        Group::AcctTick => ACCT_TICK_ROW,
-        Group::AcctApply => ACCT_APPLY_ROW,
-    };
-    ratio_milli(summary(ri, phase, 0), summary(base, phase, 0))
+/// `cmpxchg` in the same mode for acct updates; the median of the ratios
+/// taken within each run, with their 10th and 90th percentiles.
+fn ratio(ri: usize, phase: usize) -> (Option<u64>, Option<(u64, u64)>) {
+    if summary(ri, phase, 7) == 0 {
+        return (None, None);
+    }
+    (
+        Some(summary(ri, phase, 4)),
+        Some((summary(ri, phase, 5), summary(ri, phase, 6))),
+    )
+}
+
+/// A ratio's spread: `lo-hi`, two decimals each.
+struct Spread(Option<(u64, u64)>);
+
+impl fmt::Display for Spread {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some((lo, hi)) => Cell::from_fmt(format_args!(
+                "{}.{:02}-{}.{:02}",
+                lo / 1000,
+                (lo % 1000) / 10,
+                hi / 1000,
+                (hi % 1000) / 10
+            ))
+            .fmt(f),
+            None => f.pad("-"),
+        }
+    }
 }
 
 /// A ratio (two decimals), or `-` when its reference read as 0.
@@ -651,8 +766,9 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
     }
     writeln!(
         w,
-        "# nmiclock bench: {} CPUs, loops={} nruns={} update_us={}, {} ms",
+        "# nmiclock bench: {} CPUs ({} timing, as refscale), loops={} nruns={} update_us={}, {} ms",
         CPUS.load(Ordering::Relaxed),
+        timing_readers(CPUS.load(Ordering::Relaxed)),
         LOOPS.load(Ordering::Relaxed),
         nruns,
         UPDATE_NS.load(Ordering::Relaxed) / 1_000,
@@ -664,26 +780,28 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
             "# measured in a VM: under emulation (QEMU TCG) times are emulated; compare ratios only"
         )?;
     }
-    writeln!(w, "# median: ns per operation, median over runs of the mean over CPUs of loops operations in a row")?;
+    writeln!(w, "# median: ns per operation, median over runs of the mean over timing CPUs of loops operations in a row")?;
     writeln!(w, "# p50 p99 max: ns of single operations timed one by one ({SINGLES} per CPU per run), timing overhead taken off")?;
-    writeln!(w, "# ratio: median over sched_clock()'s (reads) or over cmpxchg's in the same mode (acct); same phase")?;
+    writeln!(w, "# ratio: over sched_clock() (reads) or cmpxchg in the same mode (acct), taken within each run (every row is timed in every run, back to back); median over runs, and spread: its 10th-90th percentile")?;
     writeln!(
         w,
-        "{:<9} {:<26} {:>10} {:>8} {:>8} {:>9} {:>7}",
-        "phase", "operation", "median", "p50", "p99", "max", "ratio"
+        "{:<9} {:<26} {:>10} {:>8} {:>8} {:>9} {:>7} {:>11}",
+        "phase", "operation", "median", "p50", "p99", "max", "ratio", "spread"
     )?;
     for (phase, pname) in PHASES.iter().enumerate() {
         for (ri, r) in ROWS.iter().enumerate() {
+            let (ratio, spread) = ratio(ri, phase);
             writeln!(
                 w,
-                "{:<9} {:<26} {:>10} {:>8} {:>8} {:>9} {:>7}",
+                "{:<9} {:<26} {:>10} {:>8} {:>8} {:>9} {:>7} {:>11}",
                 pname,
                 r.name,
                 Cell::from_fmt(format_args!("{}", Milli(summary(ri, phase, 0)))),
                 summary(ri, phase, 1),
                 summary(ri, phase, 2),
                 summary(ri, phase, 3),
-                Ratio(ratio(ri, r.group, phase))
+                Ratio(ratio),
+                Spread(spread)
             )?;
         }
     }

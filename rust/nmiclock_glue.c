@@ -578,26 +578,6 @@ u64 nmiclock_local_clock(void)
 	return local_clock();
 }
 
-u64 nmiclock_sched_clock_kernel(void)
-{
-	return sched_clock();
-}
-
-u64 nmiclock_mono_fast_ns(void)
-{
-	return ktime_get_mono_fast_ns();
-}
-
-u64 nmiclock_raw_fast_ns(void)
-{
-	return ktime_get_raw_fast_ns();
-}
-
-u64 nmiclock_real_fast_ns(void)
-{
-	return ktime_get_real_fast_ns();
-}
-
 u64 nmiclock_boot_fast_ns(void)
 {
 	return ktime_get_boot_fast_ns();

@@ -38,15 +38,16 @@ pub(crate) fn local_clock() -> u64 {
 /// The kernel's `sched_clock()`, in ns.
 #[inline]
 pub(crate) fn sched_clock() -> u64 {
-    // SAFETY: No preconditions; callable from any context.
-    unsafe { bindings::nmiclock_sched_clock_kernel() }
+    // SAFETY: No preconditions; callable from any context. Called
+    // directly (declared in the glue's header), as refscale calls it.
+    unsafe { bindings::sched_clock() }
 }
 
 /// The kernel's NMI-safe `ktime_get_mono_fast_ns()` (NTP-slewed).
 #[inline]
 pub(crate) fn mono_fast_ns() -> u64 {
     // SAFETY: No preconditions; callable from any context, NMI included.
-    unsafe { bindings::nmiclock_mono_fast_ns() }
+    unsafe { kernel::bindings::ktime_get_mono_fast_ns() }
 }
 
 /// The kernel's NMI-safe `ktime_get_raw_fast_ns()`: `CLOCK_MONOTONIC_RAW`,
@@ -54,7 +55,7 @@ pub(crate) fn mono_fast_ns() -> u64 {
 #[inline]
 pub(crate) fn raw_fast_ns() -> u64 {
     // SAFETY: No preconditions; callable from any context, NMI included.
-    unsafe { bindings::nmiclock_raw_fast_ns() }
+    unsafe { kernel::bindings::ktime_get_raw_fast_ns() }
 }
 
 /// The kernel's NMI-safe `ktime_get_real_fast_ns()` (what refscale's
@@ -62,7 +63,7 @@ pub(crate) fn raw_fast_ns() -> u64 {
 #[inline]
 pub(crate) fn real_fast_ns() -> u64 {
     // SAFETY: No preconditions; callable from any context, NMI included.
-    unsafe { bindings::nmiclock_real_fast_ns() }
+    unsafe { kernel::bindings::ktime_get_real_fast_ns() }
 }
 
 /// The kernel's NMI-safe `ktime_get_boot_fast_ns()`: monotonic plus the
