@@ -13,8 +13,9 @@
 #   make clean | modules_install | help
 #
 # The project's two main commands are scripts/run-main and scripts/run-tests
-# (see README.md); `make run` and `make check` call them, and `make bench`
-# calls scripts/run-bench (the benchmark table).
+# (see README.md); `make run` and `make check` call them, `make bench`
+# calls scripts/run-bench (the benchmark table) and `make soak` calls
+# scripts/soak (SOAK="--reads 100M" by default: a long stress run).
 
 KDIR ?= /lib/modules/$(shell uname -r)/build
 FLAVOUR ?= default
@@ -54,7 +55,11 @@ check:
 bench:
 	scripts/run-bench
 
-help:
-	@sed -n '3,18p' Makefile | sed 's/^# \{0,1\}//'
+SOAK ?= --reads 100M
+soak:
+	scripts/soak $(SOAK)
 
-.PHONY: all modules modules_install clean run check bench help
+help:
+	@sed -n '3,19p' Makefile | sed 's/^# \{0,1\}//'
+
+.PHONY: all modules modules_install clean run check bench soak help
