@@ -34,7 +34,7 @@ pub(crate) mod source;
 mod wake;
 
 use core::ptr;
-use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -212,7 +212,27 @@ fn on_sample(ctx: Context) {
     if c.res.load(Ordering::Acquire).is_null() {
         return;
     }
+    if CEILING.load(Ordering::Relaxed) {
+        // The empty handler of a ceiling run: count, nothing else.
+        c.nmi.ceiling_samples.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
     checks::sample_timed(&c.checks, ctx);
+}
+
+/// Set while a ceiling run is set up and runs: its samples are only
+/// counted (an empty handler), and it has no writers and no wake probe.
+static CEILING: AtomicBool = AtomicBool::new(false);
+/// A ceiling run's source (`Source as u32`) and period.
+static CEILING_SOURCE: AtomicU32 = AtomicU32::new(0);
+static CEILING_PERIOD_NS: AtomicU64 = AtomicU64::new(0);
+
+/// What a ceiling run measured.
+pub(crate) struct CeilingRate {
+    /// Samples taken, all CPUs.
+    pub(crate) samples: u64,
+    /// How long the run sampled, ms.
+    pub(crate) elapsed_ms: u64,
 }
 
 /// A writer on one CPU, until the run stops: moves the epoch (or, with
@@ -260,11 +280,12 @@ fn writer(k: &Kthread) {
 }
 
 /// One CPU's resources in a run: its perf counter (perf sources), its
-/// writer and the wake probe's sleeper. Drops in that order.
+/// writer and the wake probe's sleeper (neither in a ceiling run). Drops in
+/// that order.
 struct CpuRes {
     _perf: Option<PerfEvent>,
-    _writer: Worker,
-    _sleeper: Worker,
+    _writer: Option<Worker>,
+    _sleeper: Option<Worker>,
 }
 
 /// Sets up CPU `cpu`'s part of the run in progress (at start, or when the
@@ -275,11 +296,14 @@ fn attach(cpu: u32) -> Result {
     };
     let source = source::in_use().ok_or(EINVAL)?;
     let perf = source.attach(cpu, PERIOD_NS.load(Ordering::Relaxed))?;
+    let busy = !CEILING.load(Ordering::Relaxed);
     let res = KBox::new(
         CpuRes {
             _perf: perf,
-            _writer: Worker::start(cpu, writer)?,
-            _sleeper: Worker::start(cpu, move |k: &Kthread| wake::sleeper(k, cpu))?,
+            _writer: busy.then(|| Worker::start(cpu, writer)).transpose()?,
+            _sleeper: busy
+                .then(|| Worker::start(cpu, move |k: &Kthread| wake::sleeper(k, cpu)))
+                .transpose()?,
         },
         GFP_KERNEL,
     )?;
@@ -288,8 +312,10 @@ fn attach(cpu: u32) -> Result {
     c.checks.forget();
     // An old part (there should be none) goes first, unpublished.
     detach(cpu);
-    // SAFETY: `detach()` unpublishes the sleeper before it drops `res`.
-    unsafe { c.wake.publish(&res._sleeper) };
+    if let Some(sleeper) = &res._sleeper {
+        // SAFETY: `detach()` unpublishes the sleeper before it drops `res`.
+        unsafe { c.wake.publish(sleeper) };
+    }
     c.res.store(KBox::into_raw(res), Ordering::Release);
     // Samples count only while the run is running: so does the time they
     // are expected over (a run starting marks its CPUs when it does).
@@ -397,11 +423,21 @@ fn monitor(stopper: &Work) -> u64 {
 /// Sets up the sources, writers and timers of a run.
 fn build(guard: Guard, stopper: &Arc<Work>) -> Result<KBox<Run>> {
     let target = target::Pinned::selected()?;
-    let period_ns = u64::from(settings::get(Key::PeriodUs)) * 1_000;
+    let ceiling = CEILING.load(Ordering::Relaxed);
+    let period_ns = if ceiling {
+        CEILING_PERIOD_NS.load(Ordering::Relaxed)
+    } else {
+        u64::from(settings::get(Key::PeriodUs)) * 1_000
+    };
     PERIOD_NS.store(period_ns, Ordering::Relaxed);
     let stopper = stopper.clone();
     let deadline = HrTimer::new(move || monitor(&stopper))?;
-    let (source, part) = source::choose_and_start(period_ns)?;
+    let (source, part) = if ceiling {
+        let s = source::from_u32(CEILING_SOURCE.load(Ordering::Relaxed)).ok_or(EINVAL)?;
+        source::start_exactly(s, period_ns)?
+    } else {
+        source::choose_and_start(period_ns)?
+    };
     let mut run = KBox::new(
         Run {
             deadline,
@@ -427,7 +463,9 @@ fn build(guard: Guard, stopper: &Arc<Work>) -> Result<KBox<Run>> {
         }
         Ok(())
     })?;
-    run.waker = Some(wake::start_controller()?);
+    if !ceiling {
+        run.waker = Some(wake::start_controller()?);
+    }
     run.deadline.start(MONITOR_NS);
     Ok(run)
 }
@@ -541,6 +579,34 @@ impl Installed {
                 Err(e)
             }
         }
+    }
+
+    /// Measures the NMI ceiling of `source` at `period_ns`: a run of
+    /// `ms` with an empty handler (samples are only counted), no writers
+    /// and no wake probe, that `guard` (the bench's, nested) holds the
+    /// activity for. Blocking; the settings are not touched.
+    pub(crate) fn ceiling(
+        &self,
+        guard: Guard,
+        source: source::Source,
+        period_ns: u64,
+        ms: u32,
+    ) -> Result<CeilingRate> {
+        CEILING_SOURCE.store(source as u32, Ordering::Relaxed);
+        CEILING_PERIOD_NS.store(period_ns, Ordering::Relaxed);
+        CEILING.store(true, Ordering::Release);
+        let started = self.start_with(guard);
+        if started.is_ok() {
+            ffi::cpu::sleep_us(ms.saturating_mul(1_000));
+            let _ = stop("bench: NMI ceiling measured (empty handler, its own period)");
+            self.wait_stopped();
+        }
+        CEILING.store(false, Ordering::Release);
+        started?;
+        Ok(CeilingRate {
+            samples: CPUS.sum(|c| &c.nmi.ceiling_samples),
+            elapsed_ms: elapsed_ms(),
+        })
     }
 
     /// Waits until a stop in progress (from the deadline's work item) has

@@ -373,6 +373,26 @@ pub(crate) fn stats(w: &mut impl Write) -> fmt::Result {
     writeln!(w, "nmi_handler_p50_ns: {}", NMI_HANDLER_NS.quantile(500))?;
     writeln!(w, "nmi_handler_p99_ns: {}", NMI_HANDLER_NS.quantile(990))?;
     writeln!(w, "nmi_handler_max_ns: {}", NMI_HANDLER_NS.max())?;
+    // The run's NMI-context samples per second, what its period asked for
+    // (the samples expected, per second), and the ceiling the bench last
+    // measured for its source (0 and "-": none measured).
+    let per_s = |n: u64| n.saturating_mul(1_000) / elapsed_ms().max(1);
+    let rate = per_s(t.nmi_samples);
+    let ceiling = source::in_use()
+        .and_then(crate::kbench::ceiling_per_s)
+        .unwrap_or(0);
+    writeln!(w, "nmi_rate_per_s: {rate}")?;
+    writeln!(w, "nmi_asked_per_s: {}", per_s(t.samples_expected))?;
+    writeln!(w, "nmi_ceiling_per_s: {ceiling}")?;
+    match crate::bench::ratio_milli(rate, ceiling) {
+        Some(m) => writeln!(
+            w,
+            "nmi_ceiling_fraction: {}.{:02}",
+            m / 1000,
+            (m % 1000) / 10
+        )?,
+        None => writeln!(w, "nmi_ceiling_fraction: -")?,
+    }
     writeln!(w, "wakeups: {}", CPUS.sum(|c| &c.wake.wakeups))?;
     writeln!(w, "late_wakeups: {}", CPUS.sum(|c| &c.wake.late_wakeups))?;
     writeln!(

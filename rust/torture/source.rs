@@ -186,8 +186,20 @@ static PERF_HW_ERROR: AtomicI32 = AtomicI32::new(0);
 
 /// The source a run uses (or used last), if any.
 pub(crate) fn in_use() -> Option<Source> {
-    let v = IN_USE.load(Ordering::Relaxed);
+    from_u32(IN_USE.load(Ordering::Relaxed))
+}
+
+/// The source of a stored `Source as u32`.
+pub(crate) fn from_u32(v: u32) -> Option<Source> {
     Source::ALL.iter().copied().find(|s| *s as u32 == v)
+}
+
+/// Starts the run-wide part of exactly `source` (a ceiling run: no
+/// `auto`, no fallback).
+pub(crate) fn start_exactly(source: Source, period_ns: u64) -> Result<(Source, RunPart)> {
+    IN_USE.store(source as u32, Ordering::Relaxed);
+    reset_counts();
+    Ok((source, source.start(period_ns)?))
 }
 
 /// Whether a perf counter failed to be created because there is no PMU (or
@@ -273,6 +285,8 @@ pub(crate) struct Cpu {
     attached_at_ns: AtomicU64,
     /// Time attached in earlier spans of this run, in ns.
     attached_ns: AtomicU64,
+    /// Samples of a ceiling run (the empty handler's count).
+    pub(crate) ceiling_samples: AtomicU64,
 }
 
 impl Cpu {
@@ -301,6 +315,7 @@ impl Cpu {
         self.attached_at_ns.store(0, Ordering::Relaxed);
         self.attached_ns.store(0, Ordering::Relaxed);
         self.quiet_until_ns.store(0, Ordering::Relaxed);
+        self.ceiling_samples.store(0, Ordering::Relaxed);
     }
 
     /// The samples this CPU should have taken so far: the time the source

@@ -151,6 +151,11 @@ t_bench() {
 	grep -qE '^nmi +nmi handler \(sample\) +- +[0-9]+ +[0-9]+ +[0-9]+ +-$' "$out" ||
 		grep -q '^nmi +nmi handler: no NMI-context samples' "$out" ||
 		{ echo "no NMI handler row"; ret=1; }
+	# The NMI ceiling of every source this machine has (x86 here: ipi;
+	# arm64: perf_hw), and then a stress run reports its rate against it.
+	grep -E '^nmi +nmi ceiling' "$out"
+	grep -qE '^nmi +nmi ceiling \([a-z_]+\): [1-9][0-9]* samples/s, empty handler' "$out" ||
+		{ echo "no NMI ceiling measured"; ret=1; }
 	tables=$(grep -c "^Runs	Time(ns)\$" "$out")
 	lines=$(grep -cE '^[0-9]+	[0-9]+\.[0-9]{3}$' "$out")
 	echo "$tables refscale tables, $lines run lines"
@@ -160,6 +165,10 @@ t_bench() {
 	echo start >"$DIR/control" || ret=1
 	expect_refused bench run "resource busy" || ret=1
 	echo stop >"$DIR/control" || ret=1
+	c=$(stat_value "$DIR/stats" nmi_ceiling_per_s)
+	f=$(stat_value "$DIR/stats" nmi_ceiling_fraction)
+	echo "the stress run after it: $(stat_value "$DIR/stats" nmi_rate_per_s) NMI samples/s, ceiling $c, fraction $f"
+	{ [ "$c" -gt 0 ] && [ "$f" != - ]; } || { echo "the run does not report its rate against the ceiling"; ret=1; }
 	unload || ret=1
 	return $ret
 }

@@ -8,13 +8,14 @@
 # Every key stats must have.
 STATS_KEYS="version arch online_cpus counter_khz counter_mult counter_shift stats_reads activity
 clock counter counter_bits tear_window_ns acct nmi_source period_us update_us
-duration_s autostart min_window_hits until disturb state verdict
+duration_s autostart min_window_hits until disturb wake poll_us state verdict
 nmi_source_used perf_hw_error samples samples_expected starved_cpus nmi_samples window_hits_local
 window_hits_remote stable_copy_reads torn_reads reference_mismatches backwards
 cross_cpu_backwards max_backstep_ns errors window_hits_needed
 first_anomaly_samples first_anomaly_window_hits first_anomaly_ns
 rate_error_ppb nmi_sent nmi_sends_skipped nmi_resent nmi_handler_p50_ns
-nmi_handler_p99_ns nmi_handler_max_ns wakeups late_wakeups
+nmi_handler_p99_ns nmi_handler_max_ns nmi_rate_per_s nmi_asked_per_s nmi_ceiling_per_s
+nmi_ceiling_fraction wakeups late_wakeups
 max_wake_latency_ns elapsed_ms anomalies_kept anomalies_dropped mult shift
 update_interval_ns now_ns clock_reads clock_retries clock_stalls epoch_updates
 wrap_overruns epoch_update_skips recalibrations conversion_switches
