@@ -393,6 +393,7 @@ pub(crate) fn stats(w: &mut impl Write) -> fmt::Result {
         )?,
         None => writeln!(w, "nmi_ceiling_fraction: -")?,
     }
+    writeln!(w, "wakeups_issued: {}", CPUS.sum(|c| &c.wake.issued))?;
     writeln!(w, "wakeups: {}", CPUS.sum(|c| &c.wake.wakeups))?;
     writeln!(w, "late_wakeups: {}", CPUS.sum(|c| &c.wake.late_wakeups))?;
     writeln!(

@@ -33,6 +33,9 @@ pub(crate) struct Cpu {
     sleeping: AtomicBool,
     /// nmiclock time when the controller woke the sleeper.
     woken_at: AtomicU64,
+    /// Wake-ups the controller issued (it took the flag of a published
+    /// sleeper and woke it); each must be seen by the sleeper.
+    pub(crate) issued: AtomicU64,
     pub(crate) wakeups: AtomicU64,
     pub(crate) late_wakeups: AtomicU64,
     pub(crate) max_wake_ns: AtomicU64,
@@ -50,7 +53,12 @@ impl Default for TaskSlotCell {
 impl Cpu {
     /// Zeroes the counts.
     pub(crate) fn reset(&self) {
-        for a in [&self.wakeups, &self.late_wakeups, &self.max_wake_ns] {
+        for a in [
+            &self.issued,
+            &self.wakeups,
+            &self.late_wakeups,
+            &self.max_wake_ns,
+        ] {
             a.store(0, Ordering::Relaxed);
         }
     }
@@ -115,7 +123,11 @@ fn tick() -> u64 {
                 return false;
             }
             c.woken_at.store(kclock::read().ns, Ordering::Release);
-            c.sleeping.swap(false, Ordering::AcqRel)
+            let took = c.sleeping.swap(false, Ordering::AcqRel);
+            if took {
+                c.issued.fetch_add(1, Ordering::Relaxed);
+            }
+            took
         });
     }
     PERIOD_NS

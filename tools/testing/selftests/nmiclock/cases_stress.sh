@@ -39,7 +39,7 @@ stress_run() {
 	[ -n "$eot" ] || { echo "no End of test line"; return 1; }
 	verdict=$(printf '%s\n' "$eot" | sed -n 's/.*End of test: \([A-Z]*\) (\([^)]*\)).*/\1/p')
 	echo "$* -> $verdict ($(printf '%s\n' "$eot" | sed -n 's/.*End of test: [A-Z]* (\([^)]*\)).*/\1/p'))"
-	grep -E '^(nmi_source_used|samples|nmi_samples|window_hits_local|window_hits_remote|window_hits_needed|stable_copy_reads|torn_reads|reference_mismatches|backwards|cross_cpu_backwards|clock_stalls|acct_bad_deltas|acct_timexpd_backwards|errors|first_anomaly_samples|first_anomaly_window_hits|first_anomaly_ns|rate_error_ppb|nmi_sends_skipped|wakeups|late_wakeups|elapsed_ms):' \
+	grep -E '^(nmi_source_used|samples|nmi_samples|window_hits_local|window_hits_remote|window_hits_needed|stable_copy_reads|torn_reads|reference_mismatches|backwards|cross_cpu_backwards|clock_stalls|acct_bad_deltas|acct_timexpd_backwards|errors|first_anomaly_samples|first_anomaly_window_hits|first_anomaly_ns|rate_error_ppb|nmi_sends_skipped|wakeups_issued|wakeups|late_wakeups|elapsed_ms):' \
 		"$stress" | tr '\n' ' '; echo
 }
 
@@ -65,12 +65,14 @@ t_stress_default() {
 	stress_run $STRESS_S until=coverage || return 1
 	ret=0
 	[ "$(stat_value "$stress" nmi_samples)" -gt 0 ] || { echo "no NMI samples"; ret=1; }
-	# The wake-up probe woke each CPU's sleeper about every 10 ms: want
-	# half of that.
-	cpus=$(online_cpus)
-	want=$((cpus * STRESS_S * 50))
-	[ "$(stat_value "$stress" wakeups)" -ge $want ] ||
-		{ echo "wake-up probe: $(stat_value "$stress" wakeups) wake-ups, want >= $want"; ret=1; }
+	# The wake-up probe: every wake-up its controller issued was seen by
+	# the sleeper it woke (how many there were is the host's pace: a
+	# count per second would be a timed assertion, and failed once on a
+	# starved arm64 guest, 284 of 300).
+	issued=$(stat_value "$stress" wakeups_issued)
+	seen=$(stat_value "$stress" wakeups)
+	{ [ "$issued" -gt 0 ] && [ "$seen" = "$issued" ]; } ||
+		{ echo "wake-up probe: $seen wake-ups seen of $issued issued"; ret=1; }
 	[ "$(stat_value "$stress" errors)" = 0 ] || { echo "errors: $(stat_value "$stress" errors)"; ret=1; }
 	for k in window_hits_local window_hits_remote; do
 		[ "$(stat_value "$stress" $k)" -gt 0 ] || { echo "$k is 0"; ret=1; }
