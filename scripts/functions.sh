@@ -56,6 +56,31 @@ nmc_step() {
 	printf '%s: [%s/%s] %s\n' "$nmc_prog" "$n" "$total" "$*"
 }
 
+# nmc_merge_params DEFAULTS USER: module parameters ("key=value ..."), those
+# of USER merged into DEFAULTS key by key, printed as one string: the keys of
+# DEFAULTS in their order, then USER's new keys in theirs; when a key comes
+# twice, its later value wins.  A word that is not key=value is an error
+# (one line, status 2).
+nmc_merge_params() {
+	local -a words=() keys=()
+	local -A val=()
+	local w k out=
+	read -rd '' -a words <<<"$1 $2"
+	for w in "${words[@]}"; do
+		case $w in
+		[!=]*=*) ;;
+		*) nmc_err "module parameter '$w' is not key=value"; return 2 ;;
+		esac
+		k=${w%%=*}
+		[ -n "${val[$k]+set}" ] || keys+=("$k")
+		val[$k]=${w#*=}
+	done
+	for k in "${keys[@]}"; do
+		out="$out${out:+ }$k=${val[$k]}"
+	done
+	printf '%s\n' "$out"
+}
+
 # nmc_run_logged LOGFILE LABEL CMD...: run CMD with its output in LOGFILE,
 # printing a heartbeat every 20 s so a long step is visibly alive.  On
 # failure the tail of the log is shown and the status returned.
