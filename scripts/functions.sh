@@ -202,3 +202,40 @@ nmc_make_vars() {
 # The static arm64 busybox for arm64 guests, from Debian's
 # busybox-static:arm64 (scripts/provision --arch arm64 fetches it).
 NMC_ARM64_BUSYBOX=$NMC_CACHE/arm64/busybox
+
+# nmc_results_host: one line naming where a run measured: the host's CPU
+# and QEMU's version (the environment itself, qemu-tcg or kvm, is the
+# guest's to say).
+nmc_results_host() {
+	local cpu qemu
+	cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+	qemu=$(qemu-system-x86_64 --version 2>/dev/null | head -n 1)
+	echo "host: $(nproc) CPUs, ${cpu:-unknown CPU}; ${qemu:-QEMU version unknown}"
+}
+
+# nmc_results_update SECTION FRAGMENT: replaces the section SECTION of
+# Documentation/results.rst (the lines between ".. results: SECTION" and
+# the next ".. end results") with the file FRAGMENT, and says so.  A
+# section the file does not have is an error: nothing is changed.
+nmc_results_update() {
+	local section=$1 frag=$2 doc=$NMC_ROOT/Documentation/results.rst tmp
+	grep -qxF ".. results: $section" "$doc" ||
+		{ nmc_err "$doc has no section '.. results: $section'"; return 1; }
+	tmp=$(mktemp) || return 1
+	if awk -v sec=".. results: $section" -v frag="$frag" '
+		$0 == sec {
+			print; print ""
+			while ((getline l < frag) > 0) print l
+			print ""; skip = 1; next
+		}
+		skip && $0 == ".. end results" { skip = 0 }
+		!skip { print }' "$doc" >"$tmp"; then
+		cat "$tmp" >"$doc"
+		rm -f "$tmp"
+		nmc_log "updated section '$section' of $doc"
+	else
+		rm -f "$tmp"
+		nmc_err "could not rewrite $doc"
+		return 1
+	fi
+}
