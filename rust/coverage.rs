@@ -10,8 +10,28 @@
 //! interrupted the writer, the case of an NMI on the writer's CPU) or
 //! another CPU's (a *remote* hit), and whether it lay wholly inside one.
 //!
+//! A window is named after what is being written: `first_copy` and
+//! `second_copy` (the latch's odd, then even copy), `seq_odd` (the
+//! seqcount's whole odd phase), `bare` (the unprotected clock's one copy),
+//! `target_update` (a registered target's `update`). A read met a remote
+//! window if another CPU's writer was inside one at either look, or if one
+//! opened between the two (the count of windows entered moved); the
+//! clock's writers exclude each other, so the window entered last is the
+//! one met.
+//!
 //! The window encloses every instant at which a copy is half written, so a
-//! read that could have seen a tear always counts.
+//! read that could have seen a tear always counts (and so may a few that
+//! landed just before the first store). The stress run counts local and
+//! remote hits, and the latch reads among them served by the copy not
+//! being written (`stable_copy_reads`: the latch at work); `check` counts
+//! the distinct windows a read lay wholly inside ([`Hit::inside`],
+//! [`Hit::seq`]).
+//!
+//! Under QEMU TCG an interrupt is taken only between translated blocks, so
+//! an NMI lands inside a window at a block boundary there (the writer's
+//! calls inside its window make some) or when the host preempts the vCPU
+//! mid-window. How many windows a run meets thus depends on the emulator
+//! and the host's load, which is why a verdict asks for a count of them.
 
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 

@@ -16,6 +16,15 @@
 //!   CPU; at the end of a run the integrals are compared with the shadow
 //!   sums.
 //!
+//! The time is nmiclock's clock ([`kclock::read`]), the minimum delta the
+//! kernel's `TICK_NSEC`, and the RSS and VM inputs synthetic but changing
+//! with time ([`inputs`]). The task side pauses `tear_window_ns` between
+//! its read and its write of `acct_timexpd`, the racy forms' window, so
+//! that the interrupt side lands there even under emulation. Against the
+//! hrtimer side `irqsave` is as safe as `cmpxchg`; only the stress run's
+//! NMI-context updates, which `local_irq_save()` does not mask, tell them
+//! apart.
+//!
 //! What each strategy costs is measured by `bench` (its `acct` rows), with
 //! [`bench_update`].
 

@@ -9,14 +9,20 @@
 //! [`crate::bench::parse_args`]) runs it, blocking:
 //!
 //! 1. Two phases, `idle` and `updaters`. In each, a reader kthread on 75 %
-//!    of the online CPUs (refscale's default; the others idle) times every
-//!    [`ROWS`] operation: for each of `nruns` runs,
-//!    all readers start together (a barrier), time `loops` operations in a
-//!    row with preemption off, and the run's figure is the mean over the
-//!    readers of ns per operation (refscale's `result_avg`). Then each
-//!    reader times [`SINGLES`] operations one by one, between two ordered
-//!    TSC reads, less the cheapest empty pair of reads, into a histogram:
-//!    p50, p99 and max. In `updaters`, a hard-IRQ hrtimer on every CPU
+//!    of the online CPUs (refscale's default, [`timing_readers`]; the others
+//!    idle) times every [`ROWS`] operation. For each of `nruns` runs, every
+//!    row is timed back to back (run-major, so that a row and its ratio's
+//!    reference share the run's conditions): all readers start together (a
+//!    barrier), time `loops` operations in a row with preemption off, in a
+//!    loop compiled for that one operation ([`block`]), and the run's figure
+//!    is the mean over the readers of ns per operation (refscale's
+//!    `result_avg`); the table's figure is the median over the runs. Then
+//!    each reader times [`SINGLES`] operations one by one, between two
+//!    ordered counter reads, less the cheapest empty pair of reads
+//!    ([`timing_overhead`]), into a histogram: p50, p99 and max, the tail
+//!    that interrupts, retries and waits make. The first row, `empty
+//!    (harness)`, times the loop alone: the harness's own cost, which every
+//!    other figure includes. In `updaters`, a hard-IRQ hrtimer on every CPU
 //!    moves the epoch of the clock being read (for every other row, of the
 //!    running clock) every `update_us`: the writers the latch exists for.
 //! 2. Ping-pong ([`kwake::pingpong`]): two kthreads on two CPUs wake each
@@ -25,13 +31,25 @@
 //!    `wake=poll` at a few poll windows: the round trip's cost, and the
 //!    CPU time the polling took.
 //! 3. A one-second stress run (`nmi_source` as set), whose NMI-context
-//!    samples are timed: the NMI handler's cost.
+//!    samples are timed whole (the clock read between two reference reads,
+//!    the checks, an acct update): the NMI handler's cost.
+//! 4. The NMI ceiling of each source the machine has (`ipi` on x86,
+//!    `perf_hw` where there is a PMU; [`measure_ceilings`]): a one-second
+//!    run at the shortest period with an empty handler (samples only
+//!    counted), no writers and no wake-up probe, the most samples per second
+//!    the machine delivers. A source that cannot start is noted with its
+//!    error. Later stress runs report their NMI rate against it
+//!    ([`ceiling_per_s`]).
 //!
 //! Reading `bench` gives the table, with a ratio column (reads against
-//! `sched_clock()`, acct updates against `cmpxchg`, ping-pong against
-//! `pingpong sleep`), and then, for every
-//! row and phase, refscale's own `Runs`/`Time(ns)` table, which the kernel's
-//! `kvm-recheck-refscale.sh` reads.
+//! `sched_clock()`, acct updates against `cmpxchg` in the same mode,
+//! ping-pong against `pingpong sleep`), and then, for every row and phase,
+//! refscale's own `Runs`/`Time(ns)` table, which the kernel's
+//! `kvm-recheck-refscale.sh` reads. A ratio is taken within each run, where
+//! both rows were timed back to back, and the table gives its median over
+//! the runs and its spread, the 10th to the 90th percentile of the per-run
+//! ratios by nearest rank (of 3 runs, the least and the greatest), so that
+//! every ratio comes with its noise ([`summarize`]).
 
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};

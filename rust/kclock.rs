@@ -15,6 +15,33 @@
 //! - `nmiclock_sched_clock()`, exported GPL for other modules;
 //! - per-CPU counters of reads (by nmiclock's own readers: the exported
 //!   function counts nothing), retries, stalls, epoch updates.
+//!
+//! The epoch timer's period is half the time the conversion stays valid
+//! over the masked counter ([`ClockData::update_interval_ns`]), clamped to
+//! [`MIN_INTERVAL_NS`]..[`MAX_INTERVAL_NS`] (5 us to a second): the
+//! narrower `counter_bits`, the shorter. Since a torn read is early by the
+//! time since the previous epoch (see [`crate::clock`]), it shows as a
+//! backward step of about one such period.
+//!
+//! An update that comes more than a whole wrap late (a vCPU preempted for
+//! longer than a narrow counter's wrap) loses whole wraps whatever the
+//! protection: it counts in `wrap_overruns` ([`overruns`]), and the stress
+//! run's checks span no such update, so it is never counted as a tear.
+//! What else the checks need to tell a tear from the rounding of the epoch
+//! updates between two reads is here too: the publish counts
+//! ([`publishes_started`], [`publishes_finished`]) and the conversions
+//! published during a run ([`conversions`]).
+//!
+//! The conversion comes from the counter's rate in kHz (on x86 the kernel's
+//! `tsc_khz`, on arm64 `CNTFRQ_EL0`), computed as the kernel's `cyc2ns`
+//! does. On x86 the kernel refines its TSC calibration after boot (about
+//! 1.7 s in the VM): the epoch timer notices the new rate and switches to
+//! its conversion without a step in time, as `sched_clock_register()` does
+//! (`recalibrations`), so the clock keeps agreeing with `local_clock()`.
+//!
+//! A `seqcount` reader waits for the writer at most [`WAIT_BUDGET_NS`] plus
+//! twice `tear_window_ns`, then gives up, returns what it read (possibly
+//! torn) and counts a stall.
 
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};

@@ -37,6 +37,17 @@
 //!   `lost_wakeup` (the design's fault); any other late one is a
 //!   `slow_wakeup` (woken in time, run late: the scheduler's, or in a VM
 //!   the host's). The verdict is on lost wake-ups.
+//!
+//!   How lost is decided: the waiter notes the time of each mark and, when
+//!   the timeout ends a sleep with the flag set, keeps the mark before that
+//!   sleep ([`Waited::rescued_after`]); the timer notes when it posted. A post
+//!   before that mark found the task still running, did nothing, and left
+//!   the sleep to the timeout: lost. A post after the mark made the task
+//!   running again, so if its waiter still ran a tick or more later, it was
+//!   slow, not lost. The timeout is one tick for `racy` (its only rescue)
+//!   and [`MAX_SLEEP_NS`] for the others, so that a lost wake-up in a
+//!   correct design would show as one that late instead of hanging the
+//!   waiter.
 //! - The bench's ping-pong ([`pingpong`]): two kthreads on two CPUs wake
 //!   each other `trips` times, in the manner of `perf bench sched pipe`.
 

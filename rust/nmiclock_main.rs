@@ -3,7 +3,9 @@
 //! nmiclock: is a clock, or anything read from NMI context, really NMI-safe?
 //!
 //! Crate root of `nmiclock.ko`, a Rust module linked with a thin C glue
-//! object (`rust/nmiclock_glue.c`, wrapped by [`ffi`]).
+//! object (`rust/nmiclock_glue.c`, and `rust/nmiclock_glue_<arch>.c` for
+//! what differs per architecture). How the two sides meet (bindgen of the
+//! glue's header, closures handed to the glue) is told in [`ffi`].
 //!
 //! Supported features:
 //!
@@ -41,7 +43,13 @@
 //!
 //! The kernel-independent core lives in `rust/nmiclock_core/src/`: each file
 //! there is a module of this crate (included by `#[path]`) and of the host
-//! crate that `cargo test` runs, unchanged.
+//! crate that `cargo test` runs, unchanged; the rules those files follow,
+//! and their tests, are in the host crate's root
+//! (`rust/nmiclock_core/src/lib.rs`).
+//!
+//! What runs in NMI or hard-IRQ context takes no lock, allocates nothing,
+//! prints nothing and cannot panic; `scripts/check-nmi-context` proves it
+//! from the built module's machine code (its header says how).
 
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicU64, Ordering};

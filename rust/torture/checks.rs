@@ -1,22 +1,41 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The per-sample checks of the stress run. Each sample ([`sample`]), from
-//! a perf overflow (IRQ or NMI) or an NMI IPI, reads nmiclock and checks
-//! the read:
+//! a perf overflow (IRQ or NMI) or an NMI IPI, reads nmiclock between two
+//! reads of the reference clock and of the writers' window marks, and
+//! checks the read:
 //!
-//! - **exactly**, against the counter: between two samples on one CPU the
-//!   clock must advance by the conversion of the counter cycles between
-//!   their reads, within the rounding the epoch updates in between can
-//!   introduce ([`expected`] derives the bound); a read outside it is torn.
-//!   Consecutive torn reads each count (the base stays at the last good
-//!   one), and every check's error goes into a signed histogram;
+//! - **exactly**, against the counter: each reading carries the counter
+//!   value it was converted from, so the clock's elapsed time since this
+//!   CPU's base (its last good sample) must be the conversion of the cycles
+//!   between the two reads, within the rounding of the `k` epoch updates
+//!   that took effect in between: `[conv - k, conv + 1]`, derived in
+//!   [`elapsed_bound`] (via [`expected`]). `k` is bounded by the writers'
+//!   publish counts: those begun by the end of this read, less those
+//!   finished before the base's read began ([`kclock::publishes_started`],
+//!   [`kclock::publishes_finished`]). When the conversion changed in
+//!   between (a recalibration, `disturb=conversion`) the bound spans every
+//!   conversion the run published. A read outside it is torn; every check's
+//!   error (0 inside, else how far outside, negative below) goes into a
+//!   signed log2 histogram (`@tear_error_ns`). A torn read is no base: the
+//!   next read is checked against the last good one, so consecutive torn
+//!   reads each count. No check spans an epoch update that came a wrap late
+//!   ([`kclock::overruns`]), which loses whole wraps whatever the
+//!   protection;
 //! - against an independent reference, the unslewed NMI-safe
-//!   `ktime_get_raw_fast_ns()`, read on both sides of the clock, with a
-//!   tolerance that grows with the gap ([`REF_TOLERANCE_NS`] plus
-//!   [`REF_TOLERANCE_PPM`]);
+//!   `ktime_get_raw_fast_ns()`, read on both sides of the clock so that a
+//!   vCPU descheduled in between widens the reference's window instead of
+//!   looking like a tear: the clock's elapsed time since the base must lie
+//!   in that window ([`off_reference`]), give or take [`REF_TOLERANCE_NS`]
+//!   plus [`REF_TOLERANCE_PPM`] of the gap, since our conversion and the
+//!   clocksource's are computed apart. This catches a wrong conversion,
+//!   which the exact check takes as given;
 //! - against the previous sample on its CPU (backwards), and against the
-//!   highest time any CPU has seen, published with release and read with
-//!   acquire before the clock is read (cross-CPU backwards);
+//!   highest time any CPU has seen, loaded with acquire before the clock is
+//!   read and raised with release after (cross-CPU backwards). With a bare
+//!   counter read the CPU may read the counter before it loads that mark,
+//!   the vDSO bug; QEMU TCG executes in order and cannot show it;
+//! - a read that gave up waiting for the writer (`seqcount`) is a stall;
 //!
 //! and notes whether the read met a writer's window ([`crate::coverage`]):
 //! the run's coverage. It times the read into a log2 histogram, records
@@ -228,6 +247,11 @@ pub(crate) fn first_anomaly() -> Option<(u64, u64, u64)> {
 /// How far the clock's rate over the run so far is from the counter's by
 /// the run's starting conversion, in parts per billion (negative: slow).
 /// Task context.
+///
+/// Each epoch update loses up to 1 ns to rounding (see [`elapsed_bound`]),
+/// so a clock whose epoch moves millions of times a second (the writers,
+/// back to back) runs slow by a few hundred ppm, while one updated rarely
+/// loses nothing measurable: reported, never judged.
 pub(crate) fn rate_error_ppb() -> i64 {
     let r = kclock::read();
     let elapsed = r.ns.wrapping_sub(START_NS.load(Ordering::Relaxed));

@@ -31,9 +31,28 @@
 //! keeps shadow sums of the terms applied, so that at the end the integrals
 //! must equal them ([`AcctRecord::integrals_match`]).
 //!
+//! The time since the previous applied update is taken from the
+//! `acct_timexpd` each write replaced, not from what the update had read:
+//! the compare-and-exchange knows it, and the racy forms take it with a swap
+//! where C stores (the same write, returning the old value). So the checker
+//! sees each race for what it is: an interval applied twice (an interrupt
+//! between the task's read and write of `acct_timexpd`), or a negative delta
+//! made huge (an interrupt that advanced `acct_timexpd` after the task read
+//! the time), each a bad delta. The shadow sums are added atomically, while
+//! the racy forms' `+=` is a load and a store: an interrupt between the two
+//! loses an add, and the integrals no longer match.
+//!
+//! [`IrqSave`] keeps the interrupt side out through an [`IrqExclusion`]:
+//! `local_irq_save()` in the module, a per-record spin flag
+//! ([`SpinExclusion`]) on the host.
+//!
 //! Kernel-independent: compiled into nmiclock.ko and into the host crate
-//! (where `loom` checks the strategies) from this file. Nothing here can
-//! panic: the racy variant's huge deltas wrap.
+//! from this file. Nothing here can panic: the racy variant's huge deltas
+//! wrap. `tests/acct.rs` injects an "interrupt" (a nested update) at the two
+//! racy points; `tests/loom_acct.rs` runs a task-side and an interrupt-side
+//! update over one shared monotonic clock through every interleaving:
+//! `cmpxchg` and `irqsave` never apply a bad interval and their integrals
+//! add up, `racy` is caught.
 
 use crate::sync::{AtomicBool, AtomicU64, Ordering};
 
@@ -209,6 +228,10 @@ pub trait AcctStrategy: Sync {
 }
 
 /// The lock-free update.
+///
+/// The compare-and-exchange that publishes `acct_timexpd` is what makes
+/// one context apply each interval: with a plain store there instead, the
+/// loom model (`tests/loom_acct.rs`) fails.
 pub struct Cmpxchg;
 
 impl AcctStrategy for Cmpxchg {

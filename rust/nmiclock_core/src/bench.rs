@@ -32,7 +32,7 @@ const MAX_EXP: u32 = 40;
 /// Number of buckets of a [`LatHist`].
 pub const BUCKETS: usize = LINEAR as usize + ((MAX_EXP - LINEAR_BITS + 1) << SUB_BITS) as usize;
 
-/// The bucket of `v`: `v` itself below [`LINEAR`], then 16 buckets per
+/// The bucket of `v`: `v` itself below 64 (`LINEAR`), then 16 buckets per
 /// power of two. NMI-safe: no operation here can panic (for `v >= 64` the
 /// exponent is 6..=63, so the wrapping forms never wrap).
 #[inline]

@@ -38,8 +38,42 @@
 //! the sequence count then rejects); ordering comes from acquire/release on
 //! the count and fences, the C11 form of `smp_wmb()`/`smp_rmb()`.
 //!
+//! What a tear looks like: [`SharedData::store`] writes the conversion, then
+//! `epoch_cyc`, then `epoch_ns`, so a reader that mixes the two epochs
+//! computes a time early by the whole interval since the old epoch. With
+//! the epoch moved by a timer, a torn read therefore shows as a backward
+//! step of about one update interval. A reader that mixes the fields of two
+//! conversions converts with one that never was (with the pairs of
+//! `disturb=conversion`, half or twice the time since the epoch).
+//! [`elapsed_bound`] is how the module's checks tell such reads from
+//! rounding.
+//!
+//! Whole counter wraps are invisible in the masked delta: an epoch update
+//! that comes more than one wrap late (a narrow counter on a preempted
+//! vCPU) cannot be repaired, loses the whole wraps and steps time back by
+//! them whatever the protection. It is reported as an overrun
+//! ([`EpochUpdate::Updated`]), so that it is never taken for a read-side
+//! tear.
+//!
+//! How the module uses it: a [`Clock`] is a protection over a counter with
+//! writer exclusion (a second writer gets [`EpochUpdate::Busy`] and does
+//! nothing). The module keeps one static [`Clock`] per protection and
+//! counter, selected by name; its writers (the epoch timer, the stress
+//! run's writers, a `config` rebuild) reach the running one through a table
+//! of the object-safe [`ClockSource`], while its readers, NMI context
+//! included, call the concrete [`Clock`], statically dispatched: a call
+//! through a pointer is refused on the NMI path. A writer passes a
+//! [`Writer`] whose hooks mark its window (for the coverage figures) and
+//! pause inside it (fault injection).
+//!
 //! Kernel-independent: compiled into nmiclock.ko and into the host crate
-//! (where `loom` checks the latch) from this file.
+//! from this file. `tests/clock.rs` checks reads at every counter width
+//! against a 128-bit reference, epoch continuity, overruns, recalibration,
+//! and an "NMI" inside the writer: the seqcount reader stalls with a torn
+//! value where the latch reads the other copy. `tests/loom_clock.rs`
+//! model-checks one reader against one update: the latch and the seqcount
+//! return the old or the new epoch's time, never a mix, and `unprotected` is
+//! caught returning one.
 
 use crate::counter::Counter;
 use crate::cyc_ns::{cyc_to_ns, max_cycles, mul_u64_u32_shr};
@@ -291,6 +325,11 @@ pub trait Protection: Sync {
 }
 
 /// Two copies steered by a latch sequence count.
+///
+/// Both the order of [`Protection::publish`] (the copy readers are not
+/// using first) and the release fence after each step of the count are
+/// needed: without either, the loom model (`tests/loom_clock.rs`) finds a
+/// reader returning a mix.
 pub struct Latch {
     seq: AtomicU32,
     even: SharedData,

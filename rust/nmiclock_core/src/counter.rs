@@ -14,9 +14,14 @@
 //! - [`Cntvct`] (arm64): a bare `mrs cntvct_el0`, which the CPU may
 //!   execute speculatively ahead of earlier instructions.
 //!
-//! Each architecture's pair is compiled only for it; the module picks its
-//! architecture's pair in `rust/arch/`.
-//! A counter narrower than 64 bits is modelled by masking: see [`mask_for_bits`].
+//! Each architecture's pair is compiled only for it (inline `asm!`); the
+//! module picks its architecture's pair in `rust/arch/`.
+//!
+//! A counter narrower than 64 bits is modelled by masking (the setting
+//! `counter_bits`, see [`mask_for_bits`]): the masked counter wraps, and
+//! the clock's epoch must move, that much more often. A 16-bit TSC at
+//! 2.1 GHz wraps every 31 us, so its epoch moves every 15.6 us: writers
+//! come often enough for readers to meet them.
 
 /// A free-running hardware counter.
 pub trait Counter: Sync {

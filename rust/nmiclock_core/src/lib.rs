@@ -12,7 +12,20 @@
 //! - no panicking arithmetic, indexing or shifts on any path that NMI context
 //!   can reach (`CONFIG_RUST_OVERFLOW_CHECKS` is on in the kernel).
 //!
-//! Tests live in `tests/` and may use `u128` as the reference.
+//! The last two are enforced on the built module: `scripts/check-nmi-context`,
+//! which the test command (`scripts/run-tests`) runs on every module it
+//! builds, refuses any reference to the kernel's 128-bit and float
+//! intrinsics anywhere in nmiclock.ko, and any path to a panic (overflow
+//! checks included) from NMI or hard-IRQ context.
+//!
+//! Tests live in `tests/`, one file per module (`tests/clock.rs` covers
+//! [`counter`] too), and may use `u128` as the reference. Two of them are
+//! loom models, built only with `RUSTFLAGS="--cfg loom"` (which swaps
+//! [`sync`] for loom's atomics): `tests/loom_clock.rs` races a reader against
+//! an epoch update, `tests/loom_acct.rs` a task-side against an
+//! interrupt-side acct update, over every interleaving loom explores,
+//! relaxed-memory effects included. `benches/latch.rs` is the host
+//! microbenchmark of the latch read (`cargo bench`).
 
 #![no_std]
 #![warn(missing_docs, unreachable_pub, unsafe_op_in_unsafe_fn)]

@@ -5,6 +5,10 @@
 //! A write is one value and at most one trailing newline (what `echo`
 //! adds). Anything else (empty, signs, spaces, other bytes, NUL, overflow)
 //! is refused, so a typo can never half-apply.
+//!
+//! Module parameters are parsed here too: `rust/settings.rs` takes every
+//! parameter as a string and reads its numbers with [`parse_u32`], as it
+//! does for `config` writes, so load and `config` accept the same values.
 
 /// Strips the one trailing newline `echo` adds, if there is one.
 pub fn strip_newline(bytes: &[u8]) -> &[u8] {

@@ -12,7 +12,8 @@
 //! for is the very code the NMI interrupted.
 //!
 //! Kernel-independent: the time source is any `FnMut() -> u64` of
-//! nanoseconds; in NMI context it must itself be NMI-safe.
+//! nanoseconds; in NMI context it must itself be NMI-safe. `tests/spin.rs`
+//! covers the timeout, the poll count and a time source going backwards.
 
 use crate::sync::{spin_loop, AtomicU32, Ordering};
 
