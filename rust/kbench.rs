@@ -63,6 +63,7 @@ use crate::bench::{median, parse_args, ratio_milli, BenchArgs, LatHist, Milli};
 use crate::clock::ClockSource;
 use crate::counter::Counter;
 use crate::cyc_ns::cyc_to_ns;
+use crate::environment::Environment;
 use crate::ffi;
 use crate::ffi::hrtimer::HrTimer;
 use crate::ffi::kthread::Kthread;
@@ -823,6 +824,31 @@ fn show_pingpong(w: &mut impl Write) -> fmt::Result {
 /// A table cell, so that `{:>10}` pads what writes in pieces.
 type Cell = FmtBuf<32>;
 
+/// Where the bench ran, and what that says of its times (the header's
+/// `# environment:` line).
+struct EnvironmentNote(Environment);
+
+impl fmt::Display for EnvironmentNote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let env = self.0;
+        match env {
+            Environment::QemuTcg => write!(
+                f,
+                "{env}: time is emulated; compare ratios within this run only"
+            ),
+            Environment::Kvm => write!(
+                f,
+                "{env}: a virtual machine with hardware virtualization; times are close to the host's, NMIs are virtualized"
+            ),
+            Environment::OtherHypervisor(_) => write!(
+                f,
+                "{env}: a virtual machine under a hypervisor known by its CPUID signature only; compare ratios within this run"
+            ),
+            Environment::BareMetal => write!(f, "{env}"),
+        }
+    }
+}
+
 /// Writes the `bench` file: the table, then refscale's tables.
 pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
     let state = STATE.load(Ordering::Acquire);
@@ -847,12 +873,11 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
         UPDATE_NS.load(Ordering::Relaxed) / 1_000,
         ELAPSED_MS.load(Ordering::Relaxed)
     )?;
-    if ffi::time::in_vm() {
-        writeln!(
-            w,
-            "# measured in a VM: under emulation (QEMU TCG) times are emulated; compare ratios only"
-        )?;
-    }
+    writeln!(
+        w,
+        "# environment: {}",
+        EnvironmentNote(ffi::hypervisor::environment())
+    )?;
     writeln!(w, "# median: ns per operation, median over runs of the mean over timing CPUs of loops operations in a row")?;
     writeln!(w, "# p50 p99 max: ns of single operations timed one by one ({SINGLES} per CPU per run), timing overhead taken off")?;
     writeln!(w, "# ratio: over sched_clock() (reads) or cmpxchg in the same mode (acct), taken within each run (every row is timed in every run, back to back); median over runs, and spread: its 10th-90th percentile")?;

@@ -19,8 +19,9 @@
  *  - perf kernel counters, NMI handlers and NMI IPIs: none either, and the
  *    IPI goes through an arch static call.
  *  - cpumask, tsc_khz, the kernel's clocks, irq flags, ndelay(), TICK_NSEC,
- *    context tests, CPU features: macros, inline functions and arch data
- *    bindgen does not see.
+ *    context tests, the hypervisor's identity (CPUID, the SMCCC UID, the
+ *    device tree): macros, inline functions and arch data bindgen does
+ *    not see.
  *  - EXPORT_SYMBOL_GPL(nmiclock_sched_clock) and of the target
  *    registration (include/nmiclock.h, defined in Rust): exports need the
  *    C macro.
@@ -238,10 +239,9 @@ void nmiclock_synchronize_rcu(void);
 
 /*
  * Per architecture: the clock counter's rate (x86: tsc_khz; arm64:
- * CNTFRQ_EL0 / 1000), and whether the kernel runs under a hypervisor.
+ * CNTFRQ_EL0 / 1000).
  */
 unsigned int nmiclock_counter_khz(void);
-bool nmiclock_in_vm(void);
 u64 nmiclock_tick_nsec(void);
 u64 nmiclock_local_clock(void);
 /*
@@ -254,6 +254,36 @@ u64 sched_clock(void);
 u64 nmiclock_boot_fast_ns(void);
 u64 nmiclock_tai_fast_ns(void);
 u64 nmiclock_ktime_get_ns(void);
+
+/* ---- the hypervisor ------------------------------------------------------------------ */
+
+/*
+ * Per architecture: what identifies the hypervisor the kernel runs under,
+ * as the hardware and the firmware say it; Rust tells QEMU TCG, KVM,
+ * another hypervisor and the bare hardware apart from it
+ * (rust/nmiclock_core/src/environment.rs).  The other architecture's
+ * fields stay false and 0.
+ *
+ * @cpuid_hypervisor: x86: X86_FEATURE_HYPERVISOR (CPUID.1:ECX[31]).
+ * @cpuid_max_leaf, @cpuid_signature: x86, with that bit set: CPUID leaf
+ *	0x40000000's eax (the hypervisor's highest leaf) and ebx, ecx, edx
+ *	(its vendor signature, "TCGTCGTCGTCG" for QEMU TCG,
+ *	"KVMKVMKVM\0\0\0" for KVM).
+ * @smccc_kvm: arm64: the SMCCC vendor hypervisor UID was KVM's at boot
+ *	(kvm_arm_hyp_service_available(ARM_SMCCC_KVM_FUNC_FEATURES)).
+ * @dt_dummy_virt: arm64: the device tree's root is compatible with
+ *	"linux,dummy-virt", QEMU's virt machine.
+ */
+struct nmiclock_hypervisor {
+	bool cpuid_hypervisor;
+	u32 cpuid_max_leaf;
+	u8 cpuid_signature[12];
+	bool smccc_kvm;
+	bool dt_dummy_virt;
+};
+
+/* Fills in @id; task context (it may trap to the hypervisor). */
+void nmiclock_hypervisor_id(struct nmiclock_hypervisor *id);
 
 /* ---- targets (include/nmiclock.h) --------------------------------------------------- */
 

@@ -1,17 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * nmiclock_glue_arm64.c: the arm64 part of the glue (see nmiclock_glue.h,
- * the declarations marked "per architecture"): the arch timer's rate, and
- * no NMI IPIs (arm64 sends its pseudo-NMI IPIs from the kernel's own code
- * only), so the `ipi` source reports -EOPNOTSUPP.
+ * the declarations marked "per architecture"): the arch timer's rate, the
+ * hypervisor's identity (the SMCCC UID, the device tree), and no NMI IPIs
+ * (arm64 sends its pseudo-NMI IPIs from the kernel's own code only), so
+ * the `ipi` source reports -EOPNOTSUPP.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/arm-smccc.h>
 #include <linux/errno.h>
 #include <linux/module.h>
+#include <linux/of.h>
 #include <asm/arch_timer.h>
-#include <asm/virt.h>
+#include <asm/hypervisor.h>
 
 #include "nmiclock_glue.h"
 
@@ -52,11 +55,13 @@ unsigned int nmiclock_counter_khz(void)
 }
 
 /*
- * A kernel running at EL2 (VHE) runs on the hardware; one at EL1 may be a
- * guest (or a non-VHE host), and is taken as one: the bench then asks for
- * ratios only, which is never wrong.
+ * KVM says who it is through the SMCCC vendor hypervisor UID, which
+ * drivers/firmware/smccc/kvm_guest.c reads at boot: its services are known
+ * only if the UID was KVM's.  QEMU under TCG answers no such call, but its
+ * virt machine names itself in the device tree.
  */
-bool nmiclock_in_vm(void)
+void nmiclock_hypervisor_id(struct nmiclock_hypervisor *id)
 {
-	return !is_kernel_in_hyp_mode();
+	id->smccc_kvm = kvm_arm_hyp_service_available(ARM_SMCCC_KVM_FUNC_FEATURES);
+	id->dt_dummy_virt = of_machine_is_compatible("linux,dummy-virt");
 }

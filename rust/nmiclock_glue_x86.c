@@ -2,7 +2,7 @@
 /*
  * nmiclock_glue_x86.c: the x86 part of the glue (see nmiclock_glue.h, the
  * declarations marked "per architecture"): the NMI_LOCAL handler, NMI IPIs
- * through the local APIC, the TSC's rate, the hypervisor bit.
+ * through the local APIC, the TSC's rate, the hypervisor's CPUID signature.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -10,8 +10,10 @@
 #include <linux/cpumask.h>
 #include <linux/module.h>
 #include <linux/slab.h>
+#include <linux/string.h>
 #include <asm/apic.h>
 #include <asm/cpufeature.h>
+#include <asm/cpuid.h>
 #include <asm/nmi.h>
 #include <asm/tsc.h>
 
@@ -84,7 +86,21 @@ unsigned int nmiclock_counter_khz(void)
 	return tsc_khz;
 }
 
-bool nmiclock_in_vm(void)
+/*
+ * The hypervisor bit, and the signature at the base of the hypervisor
+ * leaves (where arch/x86/kernel/cpu/hypervisor.c looks first), laid out as
+ * hypervisor_cpuid_base() compares it.
+ */
+void nmiclock_hypervisor_id(struct nmiclock_hypervisor *id)
 {
-	return boot_cpu_has(X86_FEATURE_HYPERVISOR);
+	u32 eax, ebx, ecx, edx;
+
+	id->cpuid_hypervisor = boot_cpu_has(X86_FEATURE_HYPERVISOR);
+	if (!id->cpuid_hypervisor)
+		return;
+	cpuid(0x40000000, &eax, &ebx, &ecx, &edx);
+	id->cpuid_max_leaf = eax;
+	memcpy(&id->cpuid_signature[0], &ebx, 4);
+	memcpy(&id->cpuid_signature[4], &ecx, 4);
+	memcpy(&id->cpuid_signature[8], &edx, 4);
 }

@@ -39,6 +39,9 @@
 //!   [`create_files`]): `stats`, `config`, `control`, `histogram`,
 //!   `percpu`, `anomalies` ([`torture`]), `check` ([`check`]), `acct`
 //!   ([`kacct`]), `bench` ([`kbench`]), `wake` ([`kwake`]).
+//! - Where it runs ([`environment`], [`ffi::hypervisor`]): `qemu-tcg`,
+//!   `kvm`, `hypervisor:<signature>` or `bare-metal`, from the hypervisor's
+//!   identity, in `stats`, the load message and the bench's header.
 //! - One `pr_info` line on load, everything it created removed on unload.
 //!
 //! The kernel-independent core lives in `rust/nmiclock_core/src/`: each file
@@ -69,6 +72,8 @@ pub mod clock;
 pub mod counter;
 #[path = "nmiclock_core/src/cyc_ns.rs"]
 pub mod cyc_ns;
+#[path = "nmiclock_core/src/environment.rs"]
+pub mod environment;
 #[path = "nmiclock_core/src/parse.rs"]
 pub mod parse;
 #[path = "nmiclock_core/src/spin.rs"]
@@ -136,6 +141,7 @@ fn show_stats(seq: &mut impl Write) -> fmt::Result {
     writeln!(seq, "version: {VERSION}")?;
     writeln!(seq, "online_cpus: {}", ffi::cpu::num_online_cpus())?;
     writeln!(seq, "arch: {}", arch::NAME)?;
+    writeln!(seq, "environment: {}", ffi::hypervisor::environment())?;
     writeln!(seq, "counter_khz: {khz}")?;
     writeln!(seq, "counter_mult: {mult}")?;
     writeln!(seq, "counter_shift: {shift}")?;
@@ -272,6 +278,7 @@ fn create_files(shared: Arc<Shared>) -> Result<ffi::debugfs::Dir> {
 
 impl kernel::Module for NmiClock {
     fn init(_module: &'static ThisModule) -> Result<Self> {
+        let environment = ffi::hypervisor::detect();
         settings::from_params()?;
         let coverage = coverage::Installed::new()?;
         let clock = kclock::Running::start()?;
@@ -289,8 +296,9 @@ impl kernel::Module for NmiClock {
         let debugfs = create_files(shared)?;
 
         pr_info!(
-            "loaded: version {}, {} CPUs online, {} at {} kHz, debugfs at /sys/kernel/debug/nmiclock;{}\n",
+            "loaded: version {}, environment {}, {} CPUs online, {} at {} kHz, debugfs at /sys/kernel/debug/nmiclock;{}\n",
             VERSION,
+            environment,
             ffi::cpu::num_online_cpus(),
             arch::COUNTER,
             ffi::time::counter_khz(),

@@ -35,6 +35,8 @@
 //! - [`cpu`]: CPU ids, hotplug callbacks ([`cpu::Hotplug`]) and the hotplug
 //!   lock, interrupts and preemption, delays;
 //! - [`time`]: the kernel's clocks, the counter's rate, `TICK_NSEC`;
+//! - [`hypervisor`]: where the kernel runs (QEMU TCG, KVM, another
+//!   hypervisor, the hardware), from the hypervisor's identity;
 //! - [`target`]: targets other modules register, and the two functions
 //!   they call.
 //!
@@ -50,6 +52,7 @@ pub(crate) mod bindings;
 pub(crate) mod cpu;
 pub(crate) mod debugfs;
 pub(crate) mod hrtimer;
+pub(crate) mod hypervisor;
 pub(crate) mod kthread;
 pub(crate) mod nmi;
 pub(crate) mod params;

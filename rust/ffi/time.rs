@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The kernel's clocks and what the module needs to know about time:
-//! the clock counter's rate, `TICK_NSEC`, whether it runs in a VM.
+//! the clock counter's rate, `TICK_NSEC`.
 
 use super::bindings;
 
@@ -18,14 +18,6 @@ pub(crate) fn counter_khz() -> u32 {
 pub(crate) fn tick_nsec() -> u64 {
     // SAFETY: No preconditions; a constant.
     unsafe { bindings::nmiclock_tick_nsec() }
-}
-
-/// Whether this runs under a hypervisor (x86: `X86_FEATURE_HYPERVISOR`;
-/// arm64: not running at EL2, as guests do not): then times may be emulated,
-/// and only ratios taken in one run mean anything.
-pub(crate) fn in_vm() -> bool {
-    // SAFETY: No preconditions; reads boot CPU features.
-    unsafe { bindings::nmiclock_in_vm() }
 }
 
 /// The kernel's `local_clock()`, in ns.

@@ -295,6 +295,10 @@ fn first_anomaly() -> [(&'static str, OrNone); 3] {
 }
 
 /// Logs the End of test line of the run that just stopped for `why`.
+///
+/// Where the kernel runs (`environment`) is in `stats` and the load
+/// message, not here: a day-long run against a registered target with a
+/// long name already needs more than the 1020 bytes a printk record keeps.
 pub(crate) fn end_of_test(why: &str) {
     let t = Totals::now();
     let verdict = t.verdict();

@@ -35,6 +35,7 @@ pub mod bench;
 pub mod clock;
 pub mod counter;
 pub mod cyc_ns;
+pub mod environment;
 pub mod parse;
 pub mod spin;
 

@@ -6,7 +6,7 @@
 # Sourced by nmiclock.sh, after lib.sh; registers its cases in order.
 
 # Every key stats must have.
-STATS_KEYS="version arch online_cpus counter_khz counter_mult counter_shift stats_reads activity
+STATS_KEYS="version arch environment online_cpus counter_khz counter_mult counter_shift stats_reads activity
 clock counter counter_bits tear_window_ns acct nmi_source period_us update_us
 duration_s autostart min_window_hits until disturb wake poll_us state verdict
 nmi_source_used perf_hw_error samples samples_expected starved_cpus nmi_samples window_hits_local
@@ -50,6 +50,37 @@ t_debugfs() {
 	cat "$DIR/stats" >/dev/null || { echo "reading $DIR/stats failed"; return 1; }
 }
 
+# What stats' environment may say here, as an extended regular
+# expression, from what user space sees of the machine (not what the
+# module reads): on x86 the hypervisor flag of /proc/cpuinfo (without it,
+# bare-metal), on arm64 the device tree's root (QEMU's virt machine:
+# qemu-tcg, or kvm when KVM runs it); and QEMU's TCG-only "max" CPU (x86:
+# model name "QEMU TCG CPU ..."; arm64: MIDR implementer 0x00, for
+# software, part 0x051, 'Q'): qemu-tcg.
+environment_expected() {
+	case $(uname -m) in
+	x86_64)
+		if ! grep -q '^flags.* hypervisor' /proc/cpuinfo; then
+			echo 'bare-metal'
+		elif grep -q '^model name.*: QEMU TCG CPU' /proc/cpuinfo; then
+			echo 'qemu-tcg'
+		else
+			echo 'qemu-tcg|kvm|hypervisor:[!-~]+'
+		fi ;;
+	aarch64)
+		if ! cat /sys/firmware/devicetree/base/compatible /proc/device-tree/compatible 2>/dev/null |
+			tr '\0' '\n' | grep -qx 'linux,dummy-virt'; then
+			echo 'kvm|bare-metal'
+		elif grep -q '^CPU implementer.*: 0x00$' /proc/cpuinfo &&
+			grep -q '^CPU part.*: 0x051$' /proc/cpuinfo; then
+			echo 'qemu-tcg'
+		else
+			echo 'qemu-tcg|kvm'
+		fi ;;
+	*) echo 'qemu-tcg|kvm|bare-metal|hypervisor:[!-~]+' ;;
+	esac
+}
+
 t_stats_parse() {
 	is_loaded || { echo "SKIP: module not loaded"; return 4; }
 	tmp=$(scratch stats)
@@ -76,6 +107,12 @@ t_stats_parse() {
 	[ "$(stat_value "$tmp" activity)" = none ] || { echo "activity is not none"; ret=1; }
 	[ "$(stat_value "$tmp" clock)" = latch ] || { echo "default clock is not latch"; ret=1; }
 	[ "$(stat_value "$tmp" arch)" = "$(uname -m)" ] || { echo "arch is $(stat_value "$tmp" arch), uname -m says $(uname -m)"; ret=1; }
+	env=$(stat_value "$tmp" environment)
+	want=$(environment_expected)
+	echo "environment: $env (expected: $want)"
+	printf '%s\n' "$env" | grep -qxE "$want" || { echo "environment '$env' does not match '$want'"; ret=1; }
+	# For emulated(), which later cases call with the module unloaded.
+	printf '%s\n' "$env" >"$SCRATCH/environment"
 	[ "$(stat_value "$tmp" counter)" = $ORDERED ] || { echo "default counter is not $ORDERED"; ret=1; }
 	[ "$(stat_value "$tmp" counter_bits)" = 64 ] || { echo "default counter_bits is not 64"; ret=1; }
 	[ "$(stat_value "$tmp" acct)" = cmpxchg ] || { echo "default acct is not cmpxchg"; ret=1; }
@@ -220,10 +257,15 @@ t_kmemleak() {
 	return 1
 }
 
-# Whether this runs under emulation (QEMU TCG): a hypervisor the kernel
-# does not recognise. There the host preempts vCPUs mid-handler, and slow
-# NMI handlers are the emulator's.
+# Whether this runs under emulation (QEMU TCG): nmiclock's environment, as
+# stats said it (kept by t_stats_parse), else (that case not run) a
+# hypervisor the kernel does not recognise. There the host preempts vCPUs
+# mid-handler, and slow NMI handlers are the emulator's.
 emulated() {
+	if [ -s "$SCRATCH/environment" ]; then
+		[ "$(cat "$SCRATCH/environment")" = qemu-tcg ]
+		return
+	fi
 	grep -q '^flags.* hypervisor' /proc/cpuinfo && ! dmesg | grep -q 'Hypervisor detected'
 }
 
