@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # cases_module.sh: loading and unloading, the load message, the debugfs files
-# and stats, parameters good and bad, the sample consumer, the end checks
-# (kmemleak, kernel log).
+# and stats, the documentation's lists of them against the code, parameters
+# good and bad, the sample consumer, the end checks (kmemleak, kernel log).
 # Sourced by nmiclock.sh, after lib.sh; registers its cases in order.
 
 # Every key stats must have.
@@ -137,6 +137,79 @@ t_stats_parse() {
 			[ "$b" -gt "$a" ] || { echo "$key did not advance: $a then $b"; ret=1; }
 		fi
 	done
+	return $ret
+}
+
+# The documentation and the code name the same stats keys, debugfs files
+# and module parameters: the lists `.. doc-list: stats`, `debugfs` and
+# `parameters` of Documentation/nmiclock.rst (read by doc_list) against
+# the keys of stats (all of its lines: per CPU and histogram-like counts
+# are files of their own, percpu and histogram), the files of $DIR and
+# those of /sys/module/nmiclock/parameters, both ways. The scripts'
+# options are scripts/test-docs's, on the host. Then it proves it can
+# fail: a made-up key in the code only, and one in the doc only, must be
+# reported, each alone; and doc_list must read the terms of a list it is
+# given, and only them.
+t_documented() {
+	is_loaded || { echo "SKIP: module not loaded"; return 4; }
+	[ -f "$DOC" ] || {
+		echo "$DOC not found: the harness must install Documentation/nmiclock.rst beside nmiclock.sh"
+		return 1
+	}
+	ret=0
+	for list in stats debugfs parameters; do
+		live=$(scratch "live-$list")
+		documented=$(scratch "doc-$list")
+		case $list in
+		stats)
+			what="stats key"
+			sed -n 's/^\([a-z][a-z0-9_]*\):.*/\1/p' "$DIR/stats" >"$live"
+			live_stats=$live doc_stats=$documented
+			;;
+		debugfs) what="debugfs file"; ls -1 "$DIR" >"$live" ;;
+		parameters) what="module parameter"; ls -1 /sys/module/nmiclock/parameters >"$live" ;;
+		esac
+		[ -s "$live" ] || { echo "no ${what}s found"; ret=1; }
+		doc_list "$DOC" $list >"$documented" || ret=1
+		if [ ! -s "$documented" ]; then
+			echo "Documentation/nmiclock.rst lists no ${what}s (no terms in a list '.. doc-list: $list')"
+			ret=1
+			continue
+		fi
+		diffs=$(doc_diff "$what" "$live" "$documented") || { echo "doc_diff failed"; ret=1; }
+		[ -z "$diffs" ] || { printf '%s\n' "$diffs"; ret=1; }
+		echo "$list: $(grep -c . "$live") in the code, $(grep -c . "$documented") documented"
+	done
+
+	# The check can fail: a made-up stats key in the code only, then one in
+	# the doc only, is reported, and nothing else changes.
+	fake=nmiclock_selftest_made_up_key
+	base=$(doc_diff "stats key" "$live_stats" "$doc_stats")
+	extra=$(scratch extra)
+	for side in code doc; do
+		if [ $side = code ]; then
+			{ cat "$live_stats"; echo $fake; } >"$extra"
+			got=$(doc_diff "stats key" "$extra" "$doc_stats" | sort)
+			line="stats key '$fake' is in the code but not in Documentation/nmiclock.rst"
+		else
+			{ cat "$doc_stats"; echo $fake; } >"$extra"
+			got=$(doc_diff "stats key" "$live_stats" "$extra" | sort)
+			line="stats key '$fake' is documented but not in the code"
+		fi
+		want=$(printf '%s\n%s\n' "$base" "$line" | grep . | sort)
+		[ "$got" = "$want" ] && continue
+		added=$(printf '%s\n' "$got" | grep -vxF -e "$base")
+		echo "the check cannot fail: a made-up stats key '$fake' in the $side only was not reported alone; what it added: ${added:-nothing}"
+		ret=1
+	done
+	# doc_list reads the terms (at column 0, several a line) of its list,
+	# and nothing else.
+	rst=$(scratch rst)
+	printf '%s\n' '.. doc-list: other' '' '``x``' '' '.. end doc-list' '' \
+		'.. doc-list: stats' '' '``a``, ``b``' '    ``not_a_term``' '``c`` (the count)' '' \
+		'.. end doc-list' '' '``y``' >"$rst"
+	got=$(doc_list "$rst" stats | tr '\n' ' ')
+	[ "$got" = "a b c " ] || { echo "the check cannot fail: doc_list read '$got' from a list of a, b and c"; ret=1; }
 	return $ret
 }
 
@@ -294,6 +367,7 @@ case_add t_insmod "insmod"
 case_add t_load_message "load message logged"
 case_add t_debugfs "debugfs dir and root-only stats present and readable"
 case_add t_stats_parse "stats parses as key: value with sane values"
+case_add t_documented "Documentation/nmiclock.rst lists every stats key, debugfs file and module parameter, and no other"
 case_add t_rmmod "rmmod"
 case_add t_nothing_left "rmmod leaves nothing behind"
 case_add t_cycles "$cycles load/unload cycles"

@@ -279,3 +279,65 @@ wait_clocksource() {
 		"($(dmesg | grep -m1 -o 'Marking TSC unstable.*' || echo "$CLOCKSOURCE not chosen"))"
 	touch "$SCRATCH/no-clocksource"
 }
+
+# --- the documentation ----------------------------------------------------------------
+
+# Documentation/nmiclock.rst, found from the suite's own directory: beside
+# nmiclock.sh where the suite is installed (scripts/vm-run, the kselftest
+# Makefile's TEST_FILES), else in the source tree this suite is in.
+DOC=$here/nmiclock.rst
+if [ ! -e "$DOC" ] && [ -e "$here/../../../../Documentation/nmiclock.rst" ]; then
+	DOC=$here/../../../../Documentation/nmiclock.rst
+fi
+
+# doc_list FILE NAME: the names of the list NAME of the reStructuredText
+# FILE, one a line, in order: every ``double-backquoted`` token of the
+# lines that begin (at column 0) with two backquotes, the terms of a
+# definition list, from the comment `.. doc-list: NAME` to the next
+# `.. end doc-list` (indented lines are descriptions: not read). Names of
+# every such list, if there are several. Exits non-zero, with a message on
+# stderr, when FILE cannot be read or a list NAME does not end before the
+# next list or the end of FILE. scripts/test-docs, on the host, reads
+# this function and doc_diff from here: they use nothing else of this file.
+doc_list() {
+	awk -v name="$2" '
+		{ sub(/[ \t\r]+$/, "") }
+		/^\.\. doc-list: / && inlist { bad = FNR; exit }
+		$0 == ".. doc-list: " name { inlist = FNR; next }
+		$0 == ".. end doc-list" { inlist = 0; next }
+		inlist && /^``/ {
+			s = $0
+			while (match(s, /``[^`]+``/)) {
+				print substr(s, RSTART + 2, RLENGTH - 4)
+				s = substr(s, RSTART + RLENGTH)
+			}
+		}
+		END {
+			if (bad || inlist) {
+				printf "%s: the list \"%s\" of line %d has no \".. end doc-list\" before %s\n",
+					FILENAME, name, inlist, bad ? "the list of line " bad : "the end" | "cat >&2"
+				exit 2
+			}
+		}' "$1"
+}
+
+# doc_diff WHAT LIVE DOCUMENTED [DOC]: compares two lists of names (files,
+# one a line: what the code has, what DOC, Documentation/nmiclock.rst
+# unless given, lists) and prints one line per difference: "WHAT 'x' is in
+# the code but not in DOC", "WHAT 'x' is documented but not in the code",
+# "WHAT 'x' is documented twice"; nothing when they agree.
+doc_diff() {
+	awk -v what="$1" -v doc="${4:-Documentation/nmiclock.rst}" '
+		$0 == "" { next }
+		FILENAME == ARGV[1] { if (!($0 in live)) { live[$0] = 1; l[++nl] = $0 } next }
+		$0 in documented { printf "%s \047%s\047 is documented twice\n", what, $0; next }
+		{ documented[$0] = 1; d[++nd] = $0 }
+		END {
+			for (i = 1; i <= nl; i++)
+				if (!(l[i] in documented))
+					printf "%s \047%s\047 is in the code but not in %s\n", what, l[i], doc
+			for (i = 1; i <= nd; i++)
+				if (!(d[i] in live))
+					printf "%s \047%s\047 is documented but not in the code\n", what, d[i]
+		}' "$2" "$3"
+}
