@@ -203,13 +203,13 @@ nmc_make_vars() {
 # busybox-static:arm64 (scripts/provision --arch arm64 fetches it).
 NMC_ARM64_BUSYBOX=$NMC_CACHE/arm64/busybox
 
-# nmc_results_host: one line naming where a run measured: the host's CPU
-# and QEMU's version (the environment itself, qemu-tcg or kvm, is the
-# guest's to say).
+# nmc_results_host [ARCH]: one line naming where a run measured: the
+# host's CPU and the version of the QEMU that runs ARCH's guests (default
+# x86_64; the environment itself, qemu-tcg or kvm, is the guest's to say).
 nmc_results_host() {
 	local cpu qemu
 	cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
-	qemu=$(qemu-system-x86_64 --version 2>/dev/null | head -n 1)
+	qemu=$(qemu-system-$(nmc_uname_m "${1:-x86_64}") --version 2>/dev/null | head -n 1)
 	echo "host: $(nproc) CPUs, ${cpu:-unknown CPU}; ${qemu:-QEMU version unknown}"
 }
 
