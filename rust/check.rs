@@ -117,6 +117,8 @@ enum Stop {
     Windows = 1,
     /// Time went backwards.
     Caught = 2,
+    /// A signal interrupted the write that started it.
+    Interrupted = 3,
 }
 
 impl Stop {
@@ -125,6 +127,7 @@ impl Stop {
         match v {
             v if v == Self::Windows as u32 => "windows",
             v if v == Self::Caught as u32 => "caught",
+            v if v == Self::Interrupted as u32 => "interrupted",
             _ => "duration",
         }
     }
@@ -272,7 +275,9 @@ fn check_cpu(k: &Kthread, cpu: u32) {
 /// Handles a write to `check`: parses it and runs the check on every
 /// online CPU, blocking, for `ms`, or until the readers have seen
 /// `windows` writer windows or a backward step. `EINVAL` for a bad write,
-/// `EBUSY` while anything else runs; nothing runs then.
+/// `EBUSY` while anything else runs; nothing runs then. A signal ends the
+/// check early (`stopped: interrupted`, its results so far kept) with
+/// `EINTR`.
 pub(crate) fn write(input: &[u8]) -> Result {
     let Some(args) = parse(input) else {
         pr_err!(
@@ -298,10 +303,15 @@ pub(crate) fn write(input: &[u8]) -> Result {
     CPUS.store(ffi::cpu::num_online_cpus(), Ordering::Relaxed);
     let t0 = ffi::time::local_clock();
     let ret = ffi::kthread::run_on_each_cpu(&check_cpu);
-    ELAPSED_MS.store(
-        ffi::time::local_clock().wrapping_sub(t0) / 1_000_000,
-        Ordering::Relaxed,
-    );
+    let elapsed = ffi::time::local_clock().wrapping_sub(t0) / 1_000_000;
+    ELAPSED_MS.store(elapsed, Ordering::Relaxed);
+    if ret == Err(EINTR) {
+        STOPPED.store(Stop::Interrupted as u32, Ordering::Relaxed);
+        pr_info!(
+            "check: interrupted by a signal after {} ms; its results so far are in check\n",
+            elapsed
+        );
+    }
     RUNS.fetch_add(1, Ordering::Relaxed);
     ret
 }

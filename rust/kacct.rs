@@ -29,7 +29,7 @@
 //! [`bench_update`].
 
 use core::fmt::{self, Write};
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use kernel::prelude::*;
 
@@ -128,6 +128,8 @@ static SLOTS: PerCpu<AcctSlot> = PerCpu::new();
 static RUNS: AtomicU64 = AtomicU64::new(0);
 static RUN_NS: AtomicU64 = AtomicU64::new(0);
 static RUN_CPUS: AtomicU32 = AtomicU32::new(0);
+/// Whether a signal ended the last run early.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 /// The kernel's tick (`TICK_NSEC`), the smallest delta applied: read once.
 static MIN_DELTA_NS: AtomicU64 = AtomicU64::new(0);
 
@@ -297,7 +299,9 @@ impl Drop for Installed {
 
 /// Handles a write to `acct`: a duration in ms runs the task and interrupt
 /// sides on every online CPU, blocking. `EINVAL` for a bad write, `EBUSY`
-/// while anything else runs; nothing runs then.
+/// while anything else runs; nothing runs then. A signal ends the run
+/// early (`stopped: interrupted`; the integrals are still checked) with
+/// `EINTR`.
 pub(crate) fn write(input: &[u8]) -> Result {
     let ms = match crate::parse::parse_u32(input) {
         Some(ms) if (1..=MAX_RUN_MS).contains(&ms) => ms,
@@ -310,9 +314,17 @@ pub(crate) fn write(input: &[u8]) -> Result {
     reset();
     RUN_NS.store(u64::from(ms) * 1_000_000, Ordering::Relaxed);
     RUN_CPUS.store(ffi::cpu::num_online_cpus(), Ordering::Relaxed);
+    let t0 = ffi::time::local_clock();
     let ret = ffi::kthread::run_on_each_cpu(&worker);
     // Every update has finished: the integrals must match their shadows.
     check_integrals();
+    INTERRUPTED.store(ret == Err(EINTR), Ordering::Relaxed);
+    if ret == Err(EINTR) {
+        pr_info!(
+            "acct: interrupted by a signal after {} ms; its results so far are in acct\n",
+            ffi::time::local_clock().wrapping_sub(t0) / 1_000_000
+        );
+    }
     RUNS.fetch_add(1, Ordering::Relaxed);
     ret
 }
@@ -337,6 +349,15 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
         w,
         "duration_ms: {}",
         RUN_NS.load(Ordering::Relaxed) / 1_000_000
+    )?;
+    writeln!(
+        w,
+        "stopped: {}",
+        if INTERRUPTED.load(Ordering::Relaxed) {
+            "interrupted"
+        } else {
+            "duration"
+        }
     )?;
     writeln!(w, "cpus: {}", RUN_CPUS.load(Ordering::Relaxed))?;
     writeln!(w, "irq_period_ns: {IRQ_PERIOD_NS}")?;

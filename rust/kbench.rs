@@ -659,7 +659,8 @@ fn measure_nmi_handler(stress: &torture::Installed, bench: &Guard) {
 
 /// Handles a write to `bench`: parses it, runs the benchmark (blocking).
 /// `EINVAL` for a bad write, `EBUSY` while anything else runs; nothing
-/// runs then.
+/// runs then. A signal ends it at the end of the phase or ping-pong row in
+/// progress (the readers do not poll), with `EINTR` and no results.
 pub(crate) fn write(stress: &torture::Installed, input: &[u8]) -> Result {
     let args = parse_args(input).map_err(|e| {
         pr_err!(
@@ -720,6 +721,13 @@ pub(crate) fn write(stress: &torture::Installed, input: &[u8]) -> Result {
                 args.nruns,
                 args.update_us,
                 CPUS.load(Ordering::Relaxed)
+            );
+        }
+        Err(e) if e == EINTR => {
+            STATE.store(IDLE, Ordering::Release);
+            pr_info!(
+                "bench: interrupted by a signal after {} ms (at the end of a phase); no results\n",
+                ELAPSED_MS.load(Ordering::Relaxed)
             );
         }
         Err(e) => {

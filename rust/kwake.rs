@@ -52,7 +52,7 @@
 //!   each other `trips` times, in the manner of `perf bench sched pipe`.
 
 use core::fmt::{self, Write};
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use kernel::prelude::*;
 
@@ -258,6 +258,8 @@ static TICK_NS: AtomicU64 = AtomicU64::new(0);
 static DURATION_MS: AtomicU64 = AtomicU64::new(0);
 static ELAPSED_MS: AtomicU64 = AtomicU64::new(0);
 static NCPUS: AtomicU32 = AtomicU32::new(0);
+/// Whether a signal ended the last run early.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 /// The `wake` activity's per-CPU state, installed at load.
 pub(crate) struct Installed(());
@@ -351,7 +353,9 @@ fn waiter(k: &Kthread, cpu: u32) {
 
 /// Handles a write to `wake`: a duration in ms; runs the design `wake`
 /// names on every online CPU for that long, blocking. `EINVAL` for a bad
-/// write, `EBUSY` while anything else runs; nothing runs then.
+/// write, `EBUSY` while anything else runs; nothing runs then. A signal
+/// ends the run early (`stopped: interrupted`, its results so far kept)
+/// with `EINTR`.
 pub(crate) fn write(input: &[u8]) -> Result {
     let Some(ms) = parse_u32(input).filter(|ms| (1..=MAX_MS).contains(ms)) else {
         pr_err!("wake: want a duration in ms, 1..{}\n", MAX_MS);
@@ -371,10 +375,15 @@ pub(crate) fn write(input: &[u8]) -> Result {
     NCPUS.store(ffi::cpu::num_online_cpus(), Ordering::Relaxed);
     let t0 = ffi::time::local_clock();
     let ret = ffi::kthread::run_on_each_cpu(&waiter);
-    ELAPSED_MS.store(
-        ffi::time::local_clock().wrapping_sub(t0) / 1_000_000,
-        Ordering::Relaxed,
-    );
+    let elapsed = ffi::time::local_clock().wrapping_sub(t0) / 1_000_000;
+    ELAPSED_MS.store(elapsed, Ordering::Relaxed);
+    INTERRUPTED.store(ret == Err(EINTR), Ordering::Relaxed);
+    if ret == Err(EINTR) {
+        pr_info!(
+            "wake: interrupted by a signal after {} ms; its results so far are in wake\n",
+            elapsed
+        );
+    }
     RUNS.fetch_add(1, Ordering::Relaxed);
     ret
 }
@@ -417,6 +426,15 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
     writeln!(w, "poll_us: {}", POLL_NS.load(Ordering::Relaxed) / 1_000)?;
     writeln!(w, "duration_ms: {}", DURATION_MS.load(Ordering::Relaxed))?;
     writeln!(w, "elapsed_ms: {}", ELAPSED_MS.load(Ordering::Relaxed))?;
+    writeln!(
+        w,
+        "stopped: {}",
+        if INTERRUPTED.load(Ordering::Relaxed) {
+            "interrupted"
+        } else {
+            "duration"
+        }
+    )?;
     writeln!(w, "cpus: {}", NCPUS.load(Ordering::Relaxed))?;
     writeln!(w, "tick_ns: {}", TICK_NS.load(Ordering::Relaxed))?;
     writeln!(w, "spread_ns: {SPREAD_NS}")?;

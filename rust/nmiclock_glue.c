@@ -304,7 +304,7 @@ static int nmiclock_cpu_thread(void *arg)
  * ran, so each thread's completion is awaited before it is stopped.
  */
 int nmiclock_run_on_each_cpu(void (*fn)(const void *data, unsigned int cpu),
-			     const void *data)
+			     const void *data, bool *stop)
 {
 	struct nmiclock_cpu_work *works;
 	unsigned int cpu;
@@ -332,8 +332,15 @@ int nmiclock_run_on_each_cpu(void (*fn)(const void *data, unsigned int cpu),
 	if (!ret) {
 		for_each_online_cpu(cpu)
 			wake_up_process(works[cpu].task);
-		for_each_online_cpu(cpu)
-			wait_for_completion(&works[cpu].done);
+		for_each_online_cpu(cpu) {
+			if (!ret && wait_for_completion_interruptible(&works[cpu].done)) {
+				WRITE_ONCE(*stop, true);
+				ret = -EINTR;
+			}
+			/* After a signal, the threads end at their next poll. */
+			if (ret)
+				wait_for_completion(&works[cpu].done);
+		}
 	}
 	for_each_online_cpu(cpu)
 		if (works[cpu].task)

@@ -147,9 +147,12 @@ struct task_struct *nmiclock_current(void);
 /*
  * Runs @fn(@data, cpu) in a kthread bound to each online CPU, all at once,
  * and returns when every one has finished.  CPU hotplug waits meanwhile.
+ * A signal to the caller sets *@stop, which the threads poll, then waits
+ * for them all the same and returns -EINTR (not a restart: a restarted
+ * write would run the whole activity again).
  */
 int nmiclock_run_on_each_cpu(void (*fn)(const void *data, unsigned int cpu),
-			     const void *data);
+			     const void *data, bool *stop);
 
 /* Wakes @t through the scheduler (any context but NMI). */
 void nmiclock_wake(struct task_struct *t);

@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Kthreads running closures: [`Worker`] (one bound to a CPU, until
-//! dropped) and [`run_on_each_cpu`] (one per online CPU, to completion).
+//! dropped) and [`run_on_each_cpu`] (one per online CPU, to completion, or
+//! ended early by a signal to the caller).
 //! Their closures get a [`Kthread`], the token for what only a kthread may
 //! call: `kthread_should_stop()` dereferences the kthread data of the
 //! current task, which a task that is not a kthread does not have.
 
 use core::marker::PhantomData;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicPtr, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 use kernel::error::{from_err_ptr, to_result, Result};
 use kernel::ffi::{c_uint, c_void};
@@ -18,9 +19,16 @@ use super::{bindings, closure, erase, Callback, Owned};
 
 /// Proof that the code holding it runs in a kthread the glue started. Only
 /// the glue's trampolines make one, and lend it to the closure they run;
-/// it is neither `Send` nor `Sync`, so it cannot reach another task.
+/// it is neither `Send` nor `Sync` (a raw pointer), so it cannot reach
+/// another task.
+///
+/// # Invariants
+///
+/// `stop` is null (a [`Worker`]'s thread) or points at the stop request of
+/// the [`run_on_each_cpu`] call running this kthread, which outlives the
+/// token.
 pub(crate) struct Kthread {
-    _not_send: PhantomData<*const ()>,
+    stop: *const AtomicBool,
 }
 
 impl Kthread {
@@ -29,18 +37,20 @@ impl Kthread {
     /// # Safety
     ///
     /// The current task must be a kthread started by the glue, for as long
-    /// as the token lives.
-    unsafe fn assume() -> Self {
-        Self {
-            _not_send: PhantomData,
-        }
+    /// as the token lives; `stop` is null or valid for as long.
+    unsafe fn assume(stop: *const AtomicBool) -> Self {
+        // INVARIANT: The caller's contract.
+        Self { stop }
     }
 
-    /// Whether this kthread has been asked to stop.
+    /// Whether this kthread has been asked to stop: by `kthread_stop()`,
+    /// or, in a [`run_on_each_cpu`] thread, by a signal to its caller.
     pub(crate) fn should_stop(&self) -> bool {
+        // SAFETY: By the type invariant `stop` is null or valid.
+        let requested = unsafe { self.stop.as_ref() }.is_some_and(|s| s.load(Ordering::Relaxed));
         // SAFETY: By the type invariant this runs in a kthread, as
         // `kthread_should_stop()` requires.
-        unsafe { bindings::nmiclock_kthread_should_stop() }
+        requested || unsafe { bindings::nmiclock_kthread_should_stop() }
     }
 
     /// Sleeps until woken or asked to stop, `max_ms` at most. `announce`
@@ -89,8 +99,8 @@ impl Kthread {
 unsafe extern "C" fn worker_trampoline<F: Fn(&Kthread)>(data: *const c_void) {
     // SAFETY: The caller's contract: the worker outlives its thread.
     let f = unsafe { closure::<F>(data) };
-    // SAFETY: This runs in the worker's kthread.
-    f(&unsafe { Kthread::assume() });
+    // SAFETY: This runs in the worker's kthread; no stop request.
+    f(&unsafe { Kthread::assume(core::ptr::null()) });
 }
 
 /// A kthread bound to one CPU running a closure once (the closure loops
@@ -242,29 +252,53 @@ impl TaskSlot {
     }
 }
 
+/// What a [`run_on_each_cpu`] call lends its kthreads: the closure, and
+/// the stop request the glue sets when a signal interrupts the caller.
+struct EachCpu<'a, F> {
+    f: &'a F,
+    stop: AtomicBool,
+}
+
 /// The glue's per-CPU function for [`run_on_each_cpu`].
 ///
 /// # Safety
 ///
-/// `data` points at the `F` of a [`run_on_each_cpu`] call in progress, and
-/// this runs in a kthread the glue started for it.
+/// `data` points at the [`EachCpu`] of a [`run_on_each_cpu`] call in
+/// progress, and this runs in a kthread the glue started for it.
 unsafe extern "C" fn each_cpu_trampoline<F: Fn(&Kthread, u32) + Sync>(
     data: *const c_void,
     cpu: c_uint,
 ) {
     // SAFETY: The caller's contract: `run_on_each_cpu` waits for us.
-    let f = unsafe { closure::<F>(data) };
-    // SAFETY: This runs in a kthread the glue started.
-    f(&unsafe { Kthread::assume() }, cpu);
+    let each = unsafe { &*data.cast::<EachCpu<'_, F>>() };
+    // SAFETY: This runs in a kthread the glue started; `each.stop` lives
+    // until the call returns, after this function.
+    let k = unsafe { Kthread::assume(&each.stop) };
+    (each.f)(&k, cpu);
 }
 
 /// Runs `f(kthread, cpu)` in a kthread bound to each online CPU, all at
 /// once, and returns when all have finished. CPU hotplug waits meanwhile.
+///
+/// A signal to the caller (Ctrl-C on a blocking debugfs write) makes
+/// [`Kthread::should_stop`] true in every one of them; the call still
+/// waits for them all, then returns `EINTR`. Closures that poll
+/// `should_stop` end early; the others run to their end.
 pub(crate) fn run_on_each_cpu<F: Fn(&Kthread, u32) + Sync>(f: &F) -> Result {
-    let data: *const F = f;
-    // SAFETY: The trampoline matches `F`, and `f` outlives the call, which
-    // returns only when every kthread has finished with it.
+    let each = EachCpu {
+        f,
+        stop: AtomicBool::new(false),
+    };
+    let data: *const EachCpu<'_, F> = &each;
+    // SAFETY: The trampoline matches `EachCpu<F>`, and `each` outlives the
+    // call, which returns only when every kthread has finished with it.
+    // The glue writes the stop flag (a `bool`, as `AtomicBool` is laid
+    // out) only with `WRITE_ONCE()`, an atomic store.
     to_result(unsafe {
-        bindings::nmiclock_run_on_each_cpu(Some(each_cpu_trampoline::<F>), data.cast())
+        bindings::nmiclock_run_on_each_cpu(
+            Some(each_cpu_trampoline::<F>),
+            data.cast(),
+            each.stop.as_ptr(),
+        )
     })
 }

@@ -543,7 +543,9 @@ pub enum EpochUpdate {
     /// The epoch moved to the current counter value. `overrun`: more than
     /// one full counter wrap had passed since the previous epoch, so whole
     /// wraps were lost and the clock fell behind (the update came too late
-    /// to be repaired, e.g. a very narrow counter on a preempted vCPU).
+    /// to be repaired, e.g. a very narrow counter on a preempted vCPU), or
+    /// had passed by the end of the writer's window, so that readers of the
+    /// old epoch in it may have lost one.
     Updated {
         /// Whole wraps were lost.
         overrun: bool,
@@ -701,8 +703,12 @@ impl<P: Protection, C: Counter, T: TimeSource> ClockSource for Clock<P, C, T> {
                 ..old
             };
             self.prot.publish(&new, w);
+            // Readers of the old epoch, until the window closed, wrapped if
+            // the counter had passed a whole wrap by then: a late update
+            // whose window (a pause, a preempted vCPU) crossed the wrap.
+            let closed = self.counter.read().wrapping_sub(old.epoch_cyc);
             EpochUpdate::Updated {
-                overrun: elapsed > old.mask,
+                overrun: elapsed > old.mask || closed > old.mask,
             }
         };
         self.unlock_writer();

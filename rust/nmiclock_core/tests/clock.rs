@@ -234,6 +234,21 @@ fn epoch_update_keeps_time_continuous_and_reports_overruns() {
         clock.update_epoch(&mut || {}),
         EpochUpdate::Updated { overrun: true }
     );
+    // On time when it starts, but its window (the pause) closes after the
+    // wrap: readers of the old epoch in the window may have lost one.
+    let epoch = clock.data().epoch_cyc;
+    C1.set(epoch + mask - 2);
+    assert_eq!(
+        clock.update_epoch(&mut || C1.set(epoch + mask + 3)),
+        EpochUpdate::Updated { overrun: true }
+    );
+    // One that closes just short of the wrap is on time.
+    let epoch = clock.data().epoch_cyc;
+    C1.set(epoch + mask - 20);
+    assert_eq!(
+        clock.update_epoch(&mut || C1.set(epoch + mask)),
+        EpochUpdate::Updated { overrun: false }
+    );
     // A counter behind the epoch leaves the epoch alone.
     let data = clock.data();
     C1.set(data.epoch_cyc - 10);

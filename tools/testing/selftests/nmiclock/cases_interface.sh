@@ -223,8 +223,11 @@ in_progress() {
 }
 
 # Each blocking activity runs in the background while every other write is
-# refused; one that ends before the writes are done (a loaded host) is run
-# again twice as long, three times at most.
+# refused, then a signal to its writer ends it (Ctrl-C on a long write):
+# check, acct and wake at their next poll, the write failing with EINTR,
+# the file saying "stopped: interrupted" and the log why; the bench at the
+# end of its phase. One that ends before the writes are done (a loaded
+# host) is run again twice as long, three times at most.
 t_activities() {
 	wait_clocksource
 	load duration_s=30 || { echo "insmod failed"; return 1; }
@@ -234,24 +237,31 @@ t_activities() {
 		f=${a%%:*} rest=${a#*:} what=${rest%%:*} arg=${rest#*:}
 		names=$what
 		[ "$f" = bench ] && names="$what|a stress run"
-		len=6000
-		[ "$f" = bench ] && len=20000
+		len=20000
 		for try in 1 2 3; do
+			mark "signal-$f-$try"
+			# Killed, not trapped: busybox's echo retries a write
+			# that failed with EINTR, which would run it again.
+			runs=$(stat_value "$DIR/$f" runs)
 			(echo "$arg$len" >"$DIR/$f") &
+			pid=$!
 			rc=1
 			if in_progress "$what"; then
 				refused_during "$f" "$names" "$what"
 				rc=$?
 			fi
-			wait
+			kill "$pid" 2>/dev/null
+			wait "$pid"
 			[ $rc = 2 ] || break
 			len=$((len * 2))
+			[ "$f" = bench ] || [ $len -le 60000 ] || len=60000
 		done
 		if [ $rc = 0 ]; then
 			echo "$f ($arg$len): refused all during it"
 		else
 			ret=1
 		fi
+		interrupted "$f" "$len" "signal-$f-$try" "$runs" || ret=1
 	done
 	echo start >"$DIR/control" || { echo "start failed"; ret=1; }
 	refused_during "a stress run" "a stress run" "a stress run" || ret=1
@@ -262,7 +272,32 @@ t_activities() {
 	return $ret
 }
 
+# interrupted FILE LEN MARK RUNS: the write of LEN to FILE, killed, ended
+# early because of the signal: the activity is over, the log says so once,
+# (check, acct, wake) it counted one run more than RUNS, and the file says
+# "stopped: interrupted", (check, wake) before LEN ms.
+interrupted() {
+	i_ret=0
+	[ "$(stat_value "$DIR/stats" activity)" = none ] || { echo "$1: still running after the signal"; i_ret=1; }
+	n=$(log_since "$3" | grep -c "$1: interrupted by a signal after ")
+	[ "$n" = 1 ] || { echo "$1: $n log lines say it was interrupted, want 1"; i_ret=1; }
+	if [ "$1" = bench ]; then
+		[ $i_ret = 0 ] && echo "bench: a signal ended it at the end of its phase"
+		return $i_ret
+	fi
+	[ "$(stat_value "$DIR/$1" runs)" = $(($4 + 1)) ] ||
+		{ echo "$1: runs went from $4 to $(stat_value "$DIR/$1" runs), want one more"; i_ret=1; }
+	stopped=$(stat_value "$DIR/$1" stopped)
+	[ "$stopped" = interrupted ] || { echo "$1: stopped: $stopped, want interrupted"; i_ret=1; }
+	elapsed=$(stat_value "$DIR/$1" elapsed_ms)
+	if [ -n "$elapsed" ]; then
+		[ "$elapsed" -lt "$2" ] || { echo "$1: ran $elapsed ms of $2 although interrupted"; i_ret=1; }
+	fi
+	[ $i_ret = 0 ] && echo "$1: a signal ended it${elapsed:+ after $elapsed ms of $2}"
+	return $i_ret
+}
+
 case_add t_control_config "control and config: wrong state EBUSY, bad input EINVAL, nothing changed"
-case_add t_activities "one activity at a time: during check, acct, bench and a stress run, config and every other activity get EBUSY, nothing changed"
+case_add t_activities "one activity at a time: during check, acct, bench and a stress run, config and every other activity get EBUSY, nothing changed; a signal ends each blocking one"
 case_add t_hostile_writes "hostile input: malformed writes to every writable file refused, nothing changed"
 case_add t_bench "bench: every row and phase measured, refscale tables, bad input and wrong state refused"
