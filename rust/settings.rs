@@ -124,7 +124,7 @@ settings! {
         false, "window hits a run without anomaly needs to end SUCCESS, not INCONCLUSIVE (0: 100 per second of duration_s)";
     /// When the stress run ends.
     Until "until": Kind::Names(&crate::torture::UNTIL), default "duration", false,
-        "end the stress run after duration_s; at its verdict (first anomaly, or min_window_hits reached) with duration_s the cap; or coverage: at an anomaly, else after duration_s once the window hits are met, 10 x duration_s at most";
+        "end the stress run after duration_s; at its verdict (first anomaly, or min_window_hits reached) with duration_s the cap; or coverage: at an anomaly, else after duration_s once the window hits are met, 30 x duration_s at most";
     /// What the stress run's writers do besides moving the epoch.
     Disturb "disturb": Kind::Names(&crate::torture::DISTURB), default "none", false,
         "stress run disturbance: conversion switches between two mult/shift pairs, stutter pauses the writers";

@@ -251,7 +251,7 @@ t_activities() {
 				rc=$?
 			fi
 			kill "$pid" 2>/dev/null
-			wait "$pid"
+			wait "$pid" 2>/dev/null
 			[ $rc = 2 ] || break
 			len=$((len * 2))
 			[ "$f" = bench ] || [ $len -le 60000 ] || len=60000

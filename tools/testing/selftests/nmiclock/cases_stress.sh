@@ -28,9 +28,9 @@ stress_run() {
 	# $stress_during (cases_target.sh): what to do while it runs; it may
 	# stop the run.
 	[ -z "${stress_during:-}" ] || $stress_during
-	# until=coverage may run ten times as long.
+	# until=coverage may run 30 times as long.
 	limit=$secs
-	case " $* " in *" until=coverage "*) limit=$((secs * 10)) ;; esac
+	case " $* " in *" until=coverage "*) limit=$((secs * 30)) ;; esac
 	wait_done "$limit"
 	cat "$DIR/stats" >"$stress"
 	eot=$(log_since stress | grep 'nmiclock: End of test: ' | head -n 1)
@@ -102,7 +102,7 @@ CATCH_CAP_S=60
 # survives PARAM...: a run of at least PRESSURE_S with PARAMs must end
 # SUCCESS: no anomaly, and at least window_hits_needed window hits. It runs
 # with until=coverage: past PRESSURE_S while the hits are short (a loaded
-# host, an emulated PMU), ten times as long at most.
+# host, an emulated PMU), 30 times as long at most.
 survives() {
 	stress_run $PRESSURE_S until=coverage "$@" || return 1
 	if [ "$verdict" = SUCCESS ]; then
