@@ -660,7 +660,8 @@ fn measure_nmi_handler(stress: &torture::Installed, bench: &Guard) {
 /// Handles a write to `bench`: parses it, runs the benchmark (blocking).
 /// `EINVAL` for a bad write, `EBUSY` while anything else runs; nothing
 /// runs then. A signal ends it at the end of the phase or ping-pong row in
-/// progress (the readers do not poll), with `EINTR` and no results.
+/// progress (the readers do not poll), with `EINTR` and no results; one
+/// that comes during the NMI runs at its end lets it finish.
 pub(crate) fn write(stress: &torture::Installed, input: &[u8]) -> Result {
     let args = parse_args(input).map_err(|e| {
         pr_err!(
