@@ -727,7 +727,7 @@ pub(crate) fn write(stress: &torture::Installed, input: &[u8]) -> Result {
         Err(e) if e == EINTR => {
             STATE.store(IDLE, Ordering::Release);
             pr_info!(
-                "bench: interrupted by a signal after {} ms (at the end of a phase); no results\n",
+                "bench: interrupted by a signal after {} ms (at the end of a phase or ping-pong row); no results\n",
                 ELAPSED_MS.load(Ordering::Relaxed)
             );
         }

@@ -703,9 +703,10 @@ impl<P: Protection, C: Counter, T: TimeSource> ClockSource for Clock<P, C, T> {
                 ..old
             };
             self.prot.publish(&new, w);
-            // Readers of the old epoch, until the window closed, wrapped if
-            // the counter had passed a whole wrap by then: a late update
-            // whose window (a pause, a preempted vCPU) crossed the wrap.
+            // Readers of the old epoch, until the window closed, may have
+            // wrapped if the counter had passed a whole wrap by then: a
+            // late update whose window (a pause, a preempted vCPU) crossed
+            // the wrap.
             let closed = self.counter.read().wrapping_sub(old.epoch_cyc);
             EpochUpdate::Updated {
                 overrun: elapsed > old.mask || closed > old.mask,
