@@ -38,7 +38,9 @@
 //! - debugfs, root-only, under `/sys/kernel/debug/nmiclock/` (see
 //!   [`create_files`]): `stats`, `config`, `control`, `histogram`,
 //!   `percpu`, `anomalies` ([`torture`]), `check` ([`check`]), `acct`
-//!   ([`kacct`]), `bench` ([`kbench`]), `wake` ([`kwake`]).
+//!   ([`kacct`]), `bench` ([`kbench`]), `wake` ([`kwake`]); the last four
+//!   block their writer, and a signal (Ctrl-C) ends them early with
+//!   `EINTR` ([`ffi::kthread::run_on_each_cpu`]).
 //! - Where it runs ([`environment`], [`ffi::hypervisor`]): `qemu-tcg`,
 //!   `kvm`, `hypervisor:<signature>` or `bare-metal`, from the hypervisor's
 //!   identity, in `stats`, the load message and the bench's header.
