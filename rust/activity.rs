@@ -19,7 +19,7 @@
 //! [`Guard::nest`]s one for the run, which hands the activity back to
 //! `bench` when the run ends.
 
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use kernel::prelude::*;
 
@@ -136,4 +136,46 @@ impl Drop for Guard {
         // By the type invariant `CURRENT` holds our kind.
         CURRENT.store(self.outer, Ordering::Release);
     }
+}
+
+/// How a blocking activity's last run ended, for its file's `stopped:`
+/// line: by itself (`duration`) or at a signal to its writer
+/// (`interrupted`; see [`crate::ffi::kthread::run_on_each_cpu`]).
+pub(crate) struct LastRun(AtomicBool);
+
+impl LastRun {
+    /// No run yet.
+    pub(crate) const fn new() -> Self {
+        Self(AtomicBool::new(false))
+    }
+
+    /// Records `ret`, the run's result: an `EINTR` is logged once (see
+    /// [`log_interrupted`]).
+    pub(crate) fn record(&self, file: &str, ret: &Result, elapsed_ms: u64) {
+        let interrupted = *ret == Err(EINTR);
+        self.0.store(interrupted, Ordering::Relaxed);
+        if interrupted {
+            log_interrupted(file, elapsed_ms);
+        }
+    }
+
+    /// The value of the `stopped:` line.
+    pub(crate) fn stopped(&self) -> &'static str {
+        if self.0.load(Ordering::Relaxed) {
+            "interrupted"
+        } else {
+            "duration"
+        }
+    }
+}
+
+/// The one log line of a run of the activity behind debugfs file `file`
+/// that a signal ended after `elapsed_ms`.
+pub(crate) fn log_interrupted(file: &str, elapsed_ms: u64) {
+    pr_info!(
+        "{}: interrupted by a signal after {} ms; its results so far are in {}\n",
+        file,
+        elapsed_ms,
+        file
+    );
 }

@@ -307,10 +307,7 @@ pub(crate) fn write(input: &[u8]) -> Result {
     ELAPSED_MS.store(elapsed, Ordering::Relaxed);
     if ret == Err(EINTR) {
         STOPPED.store(Stop::Interrupted as u32, Ordering::Relaxed);
-        pr_info!(
-            "check: interrupted by a signal after {} ms; its results so far are in check\n",
-            elapsed
-        );
+        crate::activity::log_interrupted("check", elapsed);
     }
     RUNS.fetch_add(1, Ordering::Relaxed);
     ret

@@ -29,14 +29,14 @@
 //! [`bench_update`].
 
 use core::fmt::{self, Write};
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use kernel::prelude::*;
 
 use crate::acct::{
     AcctRecord, AcctStrategy, Cmpxchg, IrqExclusion, IrqSave, Outcome, Racy, Update, Verdict,
 };
-use crate::activity::{Activity, Guard};
+use crate::activity::{Activity, Guard, LastRun};
 use crate::ffi;
 use crate::ffi::cpu::Context;
 use crate::ffi::hrtimer::HrTimer;
@@ -128,8 +128,8 @@ static SLOTS: PerCpu<AcctSlot> = PerCpu::new();
 static RUNS: AtomicU64 = AtomicU64::new(0);
 static RUN_NS: AtomicU64 = AtomicU64::new(0);
 static RUN_CPUS: AtomicU32 = AtomicU32::new(0);
-/// Whether a signal ended the last run early.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// How the last run ended.
+static LAST_RUN: LastRun = LastRun::new();
 /// The kernel's tick (`TICK_NSEC`), the smallest delta applied: read once.
 static MIN_DELTA_NS: AtomicU64 = AtomicU64::new(0);
 
@@ -318,13 +318,11 @@ pub(crate) fn write(input: &[u8]) -> Result {
     let ret = ffi::kthread::run_on_each_cpu(&worker);
     // Every update has finished: the integrals must match their shadows.
     check_integrals();
-    INTERRUPTED.store(ret == Err(EINTR), Ordering::Relaxed);
-    if ret == Err(EINTR) {
-        pr_info!(
-            "acct: interrupted by a signal after {} ms; its results so far are in acct\n",
-            ffi::time::local_clock().wrapping_sub(t0) / 1_000_000
-        );
-    }
+    LAST_RUN.record(
+        "acct",
+        &ret,
+        ffi::time::local_clock().wrapping_sub(t0) / 1_000_000,
+    );
     RUNS.fetch_add(1, Ordering::Relaxed);
     ret
 }
@@ -350,15 +348,7 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
         "duration_ms: {}",
         RUN_NS.load(Ordering::Relaxed) / 1_000_000
     )?;
-    writeln!(
-        w,
-        "stopped: {}",
-        if INTERRUPTED.load(Ordering::Relaxed) {
-            "interrupted"
-        } else {
-            "duration"
-        }
-    )?;
+    writeln!(w, "stopped: {}", LAST_RUN.stopped())?;
     writeln!(w, "cpus: {}", RUN_CPUS.load(Ordering::Relaxed))?;
     writeln!(w, "irq_period_ns: {IRQ_PERIOD_NS}")?;
     writeln!(w, "min_delta_ns: {}", MIN_DELTA_NS.load(Ordering::Relaxed))?;

@@ -52,11 +52,11 @@
 //!   each other `trips` times, in the manner of `perf bench sched pipe`.
 
 use core::fmt::{self, Write};
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use kernel::prelude::*;
 
-use crate::activity::{Activity, Guard};
+use crate::activity::{Activity, Guard, LastRun};
 use crate::bench::LatHist;
 use crate::ffi;
 use crate::ffi::hrtimer::HrTimer;
@@ -258,8 +258,8 @@ static TICK_NS: AtomicU64 = AtomicU64::new(0);
 static DURATION_MS: AtomicU64 = AtomicU64::new(0);
 static ELAPSED_MS: AtomicU64 = AtomicU64::new(0);
 static NCPUS: AtomicU32 = AtomicU32::new(0);
-/// Whether a signal ended the last run early.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// How the last run ended.
+static LAST_RUN: LastRun = LastRun::new();
 
 /// The `wake` activity's per-CPU state, installed at load.
 pub(crate) struct Installed(());
@@ -377,13 +377,7 @@ pub(crate) fn write(input: &[u8]) -> Result {
     let ret = ffi::kthread::run_on_each_cpu(&waiter);
     let elapsed = ffi::time::local_clock().wrapping_sub(t0) / 1_000_000;
     ELAPSED_MS.store(elapsed, Ordering::Relaxed);
-    INTERRUPTED.store(ret == Err(EINTR), Ordering::Relaxed);
-    if ret == Err(EINTR) {
-        pr_info!(
-            "wake: interrupted by a signal after {} ms; its results so far are in wake\n",
-            elapsed
-        );
-    }
+    LAST_RUN.record("wake", &ret, elapsed);
     RUNS.fetch_add(1, Ordering::Relaxed);
     ret
 }
@@ -426,15 +420,7 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
     writeln!(w, "poll_us: {}", POLL_NS.load(Ordering::Relaxed) / 1_000)?;
     writeln!(w, "duration_ms: {}", DURATION_MS.load(Ordering::Relaxed))?;
     writeln!(w, "elapsed_ms: {}", ELAPSED_MS.load(Ordering::Relaxed))?;
-    writeln!(
-        w,
-        "stopped: {}",
-        if INTERRUPTED.load(Ordering::Relaxed) {
-            "interrupted"
-        } else {
-            "duration"
-        }
-    )?;
+    writeln!(w, "stopped: {}", LAST_RUN.stopped())?;
     writeln!(w, "cpus: {}", NCPUS.load(Ordering::Relaxed))?;
     writeln!(w, "tick_ns: {}", TICK_NS.load(Ordering::Relaxed))?;
     writeln!(w, "spread_ns: {SPREAD_NS}")?;
