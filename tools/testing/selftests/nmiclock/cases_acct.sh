@@ -11,7 +11,7 @@ acct_run() {
 	acct_out=$(scratch)
 	ret=0
 	echo $((ACCT_S * 1000)) >"$DIR/acct" || { echo "writing $((ACCT_S * 1000)) to acct failed"; ret=1; }
-	cat "$DIR/acct" >"$acct_out"
+	stats_copy "$DIR/acct" "$acct_out"
 	grep -vE '^(cpu|irq_period|min_delta|state|runs|cpus)' "$acct_out" | tr '\n' ' '; echo
 	[ "$(stat_value "$DIR/stats" acct)" = "$1" ] || { echo "stats does not say acct: $1"; ret=1; }
 	cpus=$(online_cpus)
@@ -26,7 +26,7 @@ t_acct_clean() {
 	acct_run "$1" || return 1
 	ret=0
 	for key in bad_deltas timexpd_backwards integral_mismatches; do
-		v=$(stat_value "$acct_out" $key)
+		v=$(st $key)
 		[ "$v" = 0 ] || { echo "$key: $v"; ret=1; }
 	done
 	return $ret
@@ -42,15 +42,15 @@ t_acct_irqsave() { t_acct_clean irqsave; }
 # again, or moves acct_timexpd back.
 t_acct_racy() {
 	acct_run racy tear_window_ns=20000 || return 1
-	bad=$(stat_value "$acct_out" bad_deltas)
-	back=$(stat_value "$acct_out" timexpd_backwards)
-	mis=$(stat_value "$acct_out" integral_mismatches)
+	bad=$st_bad_deltas
+	back=$st_timexpd_backwards
+	mis=$st_integral_mismatches
 	if [ $((bad + back + mis)) -gt 0 ]; then
 		echo "XFAIL: caught: $bad bad deltas, $back backward steps, $mis integral mismatches" \
-			"in $(stat_value "$acct_out" updates) updates"
+			"in $st_updates updates"
 		return $KSFT_XFAIL
 	fi
-	echo "XPASS: racy applied $(stat_value "$acct_out" updates) updates with no bad delta: the checker is blind"
+	echo "XPASS: racy applied $st_updates updates with no bad delta: the checker is blind"
 	return $KSFT_XPASS
 }
 

@@ -11,7 +11,7 @@ MAX_DEV_NS=100000
 # $check (a file); fails if the write fails.
 check_run() {
 	echo "$1" >"$DIR/check" || { echo "writing $1 to check failed"; return 1; }
-	cat "$DIR/check" >"$check"
+	stats_copy "$DIR/check" "$check"
 }
 
 # check_all_cpus: every online CPU took part in the last check.
@@ -33,12 +33,12 @@ t_clock_check() {
 	u1=$(stat_value "$DIR/stats" epoch_updates)
 	grep -v '^cpu' "$check" | tr '\n' ' '; echo
 	check_all_cpus || ret=1
-	[ "$(stat_value "$check" backwards)" = 0 ] ||
-		{ echo "time went backwards $(stat_value "$check" backwards) times"; ret=1; }
-	dev=$(stat_value "$check" max_dev_ns)
+	[ "$st_backwards" = 0 ] ||
+		{ echo "time went backwards $st_backwards times"; ret=1; }
+	dev=$st_max_dev_ns
 	{ is_number "$dev" && [ "$dev" -le $MAX_DEV_NS ]; } ||
 		{ echo "max_dev_ns $dev > $MAX_DEV_NS"; ret=1; }
-	[ "$(stat_value "$check" reads)" -gt 0 ] || { echo "no reads"; ret=1; }
+	[ "$st_reads" -gt 0 ] || { echo "no reads"; ret=1; }
 	[ $((u1 - u0)) -ge 2 ] || { echo "only $((u1 - u0)) epoch updates during the check"; ret=1; }
 	[ "$(stat_value "$DIR/stats" wrap_overruns)" = 0 ] ||
 		{ echo "wrap_overruns with a 32-bit counter"; ret=1; }
@@ -98,11 +98,11 @@ tear_check_once() {
 	check_run "ms=$TEAR_CAP_MS windows=$TEAR_WINDOWS"
 	rc=$?
 	grep -v '^cpu' "$check" | tr '\n' ' '; echo
-	backwards=$(stat_value "$check" backwards)
-	windows=$(stat_value "$check" windows_seen)
-	first=$(stat_value "$check" first_catch_windows)
-	stopped=$(stat_value "$check" stopped)
-	elapsed=$(stat_value "$check" elapsed_ms)
+	backwards=$st_backwards
+	windows=$st_windows_seen
+	first=$st_first_catch_windows
+	stopped=$st_stopped
+	elapsed=$st_elapsed_ms
 	overruns=$(stat_value "$DIR/stats" wrap_overruns)
 	echo "counter_bits: $bits epoch_updates: $(stat_value "$DIR/stats" epoch_updates) wrap_overruns: $overruns"
 	unload

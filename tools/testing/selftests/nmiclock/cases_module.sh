@@ -64,7 +64,7 @@ environment_expected() {
 t_stats_parse() {
 	is_loaded || { echo "SKIP: module not loaded"; return 4; }
 	tmp=$(scratch stats)
-	cat "$DIR/stats" >"$tmp" || { echo "read failed"; return 1; }
+	stats_copy "$DIR/stats" "$tmp" || { echo "read failed"; return 1; }
 	ret=0
 	[ -s "$tmp" ] || { echo "stats is empty"; ret=1; }
 	bad=$(grep -vcE '^[a-z][a-z0-9_]*: [^ ].*$' "$tmp")
@@ -74,27 +74,27 @@ t_stats_parse() {
 	# Which keys there must be is the documentation's list: t_documented.
 	for key in online_cpus counter_khz counter_mult counter_shift stats_reads counter_bits \
 		clock_reads epoch_updates now_ns; do
-		v=$(stat_value "$tmp" $key)
+		v=$(st $key)
 		is_number "$v" || { echo "$key: '$v' is not a number"; ret=1; }
 	done
-	[ "$(stat_value "$tmp" state)" = idle ] || { echo "state is not idle"; ret=1; }
-	[ "$(stat_value "$tmp" activity)" = none ] || { echo "activity is not none"; ret=1; }
-	[ "$(stat_value "$tmp" clock)" = latch ] || { echo "default clock is not latch"; ret=1; }
-	[ "$(stat_value "$tmp" arch)" = "$(uname -m)" ] || { echo "arch is $(stat_value "$tmp" arch), uname -m says $(uname -m)"; ret=1; }
-	env=$(stat_value "$tmp" environment)
+	[ "$st_state" = idle ] || { echo "state is not idle"; ret=1; }
+	[ "$st_activity" = none ] || { echo "activity is not none"; ret=1; }
+	[ "$st_clock" = latch ] || { echo "default clock is not latch"; ret=1; }
+	[ "$st_arch" = "$(uname -m)" ] || { echo "arch is $st_arch, uname -m says $(uname -m)"; ret=1; }
+	env=$st_environment
 	want=$(environment_expected)
 	echo "environment: $env (expected: $want)"
 	printf '%s\n' "$env" | grep -qxE "$want" || { echo "environment '$env' does not match '$want'"; ret=1; }
 	# For emulated(), which later cases call with the module unloaded.
 	printf '%s\n' "$env" >"$SCRATCH/environment"
-	[ "$(stat_value "$tmp" counter)" = $ORDERED ] || { echo "default counter is not $ORDERED"; ret=1; }
-	[ "$(stat_value "$tmp" counter_bits)" = 64 ] || { echo "default counter_bits is not 64"; ret=1; }
-	[ "$(stat_value "$tmp" acct)" = cmpxchg ] || { echo "default acct is not cmpxchg"; ret=1; }
+	[ "$st_counter" = $ORDERED ] || { echo "default counter is not $ORDERED"; ret=1; }
+	[ "$st_counter_bits" = 64 ] || { echo "default counter_bits is not 64"; ret=1; }
+	[ "$st_acct" = cmpxchg ] || { echo "default acct is not cmpxchg"; ret=1; }
 	cpus=$(online_cpus)
-	[ "$(stat_value "$tmp" online_cpus)" = "$cpus" ] ||
-		{ echo "online_cpus $(stat_value "$tmp" online_cpus) != $cpus CPUs in /proc/cpuinfo"; ret=1; }
-	khz=$(stat_value "$tmp" counter_khz)
-	shift_=$(stat_value "$tmp" counter_shift)
+	[ "$st_online_cpus" = "$cpus" ] ||
+		{ echo "online_cpus $st_online_cpus != $cpus CPUs in /proc/cpuinfo"; ret=1; }
+	khz=$st_counter_khz
+	shift_=$st_counter_shift
 	if is_number "$khz" && [ "$khz" -gt 0 ] && is_number "$shift_"; then
 		[ "$shift_" -ge 1 ] && [ "$shift_" -le 32 ] ||
 			{ echo "counter_shift $shift_ outside 1..32 for a $khz kHz counter"; ret=1; }
@@ -105,7 +105,7 @@ t_stats_parse() {
 	tmp2=$(scratch stats)
 	cat "$DIR/stats" >"$tmp2"
 	for key in stats_reads clock_reads now_ns; do
-		a=$(stat_value "$tmp" $key)
+		a=$(st $key)
 		b=$(stat_value "$tmp2" $key)
 		if is_number "$a" && is_number "$b"; then
 			[ "$b" -gt "$a" ] || { echo "$key did not advance: $a then $b"; ret=1; }

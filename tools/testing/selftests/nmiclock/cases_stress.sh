@@ -28,26 +28,52 @@ stress_run() {
 	# $stress_during (cases_target.sh): what to do while it runs; it may
 	# stop the run.
 	[ -z "${stress_during:-}" ] || $stress_during
-	# until=coverage may run 30 times as long.
-	limit=$secs
-	case " $* " in *" until=coverage "*) limit=$((secs * 30)) ;; esac
-	wait_done "$limit"
-	cat "$DIR/stats" >"$stress"
+	# until=coverage may run 30 times as long; until=verdict may end at
+	# once, and so may a run that $stress_during stopped; the others not
+	# before their duration.
+	limit=$secs earliest=$secs
+	case " $* " in
+	*" until=coverage "*) limit=$((secs * 30)) ;;
+	*" until=verdict "*) earliest=0 ;;
+	esac
+	[ -z "${stress_during:-}" ] || earliest=0
+	wait_done "$limit" "$earliest"
+	stats_copy "$DIR/stats" "$stress"
 	eot=$(log_since stress | grep 'nmiclock: End of test: ' | head -n 1)
 	unload_all
-	[ "$(stat_value "$stress" state)" = done ] || { echo "the run did not end"; return 1; }
+	[ "$st_state" = done ] || { echo "the run did not end"; return 1; }
 	[ -n "$eot" ] || { echo "no End of test line"; return 1; }
-	verdict=$(printf '%s\n' "$eot" | sed -n 's/.*End of test: \([A-Z]*\) (\([^)]*\)).*/\1/p')
-	echo "$* -> $verdict ($(printf '%s\n' "$eot" | sed -n 's/.*End of test: [A-Z]* (\([^)]*\)).*/\1/p'))"
-	grep -E '^(nmi_source_used|samples|nmi_samples|window_hits_local|window_hits_remote|window_hits_needed|stable_copy_reads|torn_reads|reference_mismatches|backwards|cross_cpu_backwards|clock_stalls|acct_bad_deltas|acct_timexpd_backwards|errors|first_anomaly_samples|first_anomaly_window_hits|first_anomaly_ns|rate_error_ppb|nmi_sends_skipped|wakeups_issued|wakeups|late_wakeups|elapsed_ms):' \
-		"$stress" | tr '\n' ' '; echo
+	eot_split
+	echo "$* -> $verdict ($why)"
+	for k in $st_keys; do
+		case $k in
+		nmi_source_used|samples|nmi_samples|window_hits_local|window_hits_remote|window_hits_needed|\
+		stable_copy_reads|torn_reads|reference_mismatches|backwards|cross_cpu_backwards|clock_stalls|\
+		acct_bad_deltas|acct_timexpd_backwards|errors|first_anomaly_samples|first_anomaly_window_hits|\
+		first_anomaly_ns|rate_error_ppb|nmi_sends_skipped|wakeups_issued|wakeups|late_wakeups|elapsed_ms)
+			printf '%s: %s ' $k "$(st $k)" ;;
+		esac
+	done
+	echo
 }
 
-# wait_done SECONDS: waits until the run in progress is done, SECONDS and
-# 30 more at most.
+# eot_split: the verdict of the End of test line $eot in $verdict, the
+# reason in brackets after it in $why.
+eot_split() {
+	verdict=${eot#*End of test: }
+	why=${verdict#* (}
+	why=${why%%)*}
+	verdict=${verdict%% *}
+}
+
+# wait_done SECONDS [EARLIEST]: waits until the run in progress is done,
+# SECONDS and 30 more at most; a run that cannot end before EARLIEST
+# seconds is not polled until then (each poll's sleep is a process: CPU
+# the run would have had).
 wait_done() {
-	i=0
-	while [ "$(cat "$DIR/control")" != done ] && [ $i -lt $(($1 * 10 + 300)) ]; do
+	[ "${2:-0}" -gt 0 ] && sleep "$2"
+	i=$((${2:-0} * 10))
+	while ! state_is "$DIR/control" done && [ $i -lt $(($1 * 10 + 300)) ]; do
 		sleep 0.1
 		i=$((i + 1))
 	done
@@ -55,7 +81,7 @@ wait_done() {
 
 # Window hits of the last stress_run, local and remote.
 hits() {
-	echo $(($(stat_value "$stress" window_hits_local) + $(stat_value "$stress" window_hits_remote)))
+	echo $(($st_window_hits_local + $st_window_hits_remote))
 }
 
 # It runs with until=coverage: on an idle host, perf_hw NMIs of an arm64
@@ -64,18 +90,18 @@ hits() {
 t_stress_default() {
 	stress_run $STRESS_S until=coverage || return 1
 	ret=0
-	[ "$(stat_value "$stress" nmi_samples)" -gt 0 ] || { echo "no NMI samples"; ret=1; }
+	[ "$st_nmi_samples" -gt 0 ] || { echo "no NMI samples"; ret=1; }
 	# The wake-up probe: every wake-up its controller issued was seen by
 	# the sleeper it woke (how many there were is the host's pace: a
 	# count per second would be a timed assertion, and failed once on a
 	# starved arm64 guest, 284 of 300).
-	issued=$(stat_value "$stress" wakeups_issued)
-	seen=$(stat_value "$stress" wakeups)
+	issued=$st_wakeups_issued
+	seen=$st_wakeups
 	{ [ "$issued" -gt 0 ] && [ "$seen" = "$issued" ]; } ||
 		{ echo "wake-up probe: $seen wake-ups seen of $issued issued"; ret=1; }
-	[ "$(stat_value "$stress" errors)" = 0 ] || { echo "errors: $(stat_value "$stress" errors)"; ret=1; }
+	[ "$st_errors" = 0 ] || { echo "errors: $st_errors"; ret=1; }
 	for k in window_hits_local window_hits_remote; do
-		[ "$(stat_value "$stress" $k)" -gt 0 ] || { echo "$k is 0"; ret=1; }
+		[ "$(st $k)" -gt 0 ] || { echo "$k is 0"; ret=1; }
 	done
 	[ "$verdict" = SUCCESS ] || { echo "verdict $verdict, want SUCCESS"; ret=1; }
 	return $ret
@@ -86,7 +112,7 @@ t_stress_default() {
 t_stress_inconclusive() {
 	stress_run 3 update_us=1000000 counter_bits=64 || return 1
 	[ "$verdict" = INCONCLUSIVE ] && return 0
-	echo "verdict $verdict with $(hits) window hits (needed $(stat_value "$stress" window_hits_needed)), want INCONCLUSIVE"
+	echo "verdict $verdict with $(hits) window hits (needed $st_window_hits_needed), want INCONCLUSIVE"
 	return 1
 }
 
@@ -106,7 +132,7 @@ CATCH_CAP_S=60
 survives() {
 	stress_run $PRESSURE_S until=coverage "$@" || return 1
 	if [ "$verdict" = SUCCESS ]; then
-		echo "survived $(hits) window hits ($(stat_value "$stress" window_hits_local) local, needed $(stat_value "$stress" window_hits_needed))"
+		echo "survived $(hits) window hits ($st_window_hits_local local, needed $st_window_hits_needed)"
 		return 0
 	fi
 	echo "verdict $verdict, want SUCCESS"
@@ -121,9 +147,9 @@ caught() {
 	stress_run $CATCH_CAP_S until=verdict "$@" || return 1
 	case $verdict in
 	FAILURE)
-		echo "XFAIL: caught after $(stat_value "$stress" first_anomaly_window_hits) window hits" \
-			"($(stat_value "$stress" first_anomaly_samples) samples," \
-			"$(($(stat_value "$stress" first_anomaly_ns) / 1000)) us)"
+		echo "XFAIL: caught after $st_first_anomaly_window_hits window hits" \
+			"($st_first_anomaly_samples samples," \
+			"$(($st_first_anomaly_ns / 1000)) us)"
 		return $KSFT_XFAIL ;;
 	SUCCESS)
 		echo "XPASS: not caught in $(hits) window hits: the detector is blind"
@@ -149,10 +175,10 @@ t_stress_irqsave() { caught $PRESSURE min_window_hits=1000000000 acct=irqsave nm
 t_stress_perf_sw() {
 	stress_run 3 nmi_source=perf_sw || return 1
 	ret=0
-	[ "$(stat_value "$stress" nmi_source_used)" = perf_sw ] || { echo "source is not perf_sw"; ret=1; }
-	[ "$(stat_value "$stress" samples)" -gt 0 ] || { echo "no samples"; ret=1; }
-	[ "$(stat_value "$stress" nmi_samples)" = 0 ] || { echo "perf_sw samples counted as NMIs"; ret=1; }
-	[ "$(stat_value "$stress" errors)" = 0 ] || { echo "errors: $(stat_value "$stress" errors)"; ret=1; }
+	[ "$st_nmi_source_used" = perf_sw ] || { echo "source is not perf_sw"; ret=1; }
+	[ "$st_samples" -gt 0 ] || { echo "no samples"; ret=1; }
+	[ "$st_nmi_samples" = 0 ] || { echo "perf_sw samples counted as NMIs"; ret=1; }
+	[ "$st_errors" = 0 ] || { echo "errors: $st_errors"; ret=1; }
 	return $ret
 }
 
@@ -175,17 +201,17 @@ t_stress_perf_hw() {
 	fi
 	sleep 4
 	tmp=$(scratch stats)
-	cat "$DIR/stats" >"$tmp"
+	stats_copy "$DIR/stats" "$tmp"
 	unload
-	n=$(stat_value "$tmp" samples)
-	echo "samples $n (nmi_samples $(stat_value "$tmp" nmi_samples), expected" \
-		"$(stat_value "$tmp" samples_expected)), starved_cpus $(stat_value "$tmp" starved_cpus)," \
-		"errors $(stat_value "$tmp" errors)"
+	n=$st_samples
+	echo "samples $n (nmi_samples $st_nmi_samples, expected" \
+		"$st_samples_expected), starved_cpus $st_starved_cpus," \
+		"errors $st_errors"
 	ret=0
 	[ "$n" -gt 0 ] || { echo "no samples"; ret=1; }
-	[ "$(stat_value "$tmp" nmi_samples)" = "$n" ] || { echo "not every perf_hw sample was an NMI (pseudo-NMIs off?)"; ret=1; }
-	[ "$(stat_value "$tmp" starved_cpus)" = 0 ] || { echo "perf_hw starved: throttled?"; ret=1; }
-	[ "$(stat_value "$tmp" errors)" = 0 ] || ret=1
+	[ "$st_nmi_samples" = "$n" ] || { echo "not every perf_hw sample was an NMI (pseudo-NMIs off?)"; ret=1; }
+	[ "$st_starved_cpus" = 0 ] || { echo "perf_hw starved: throttled?"; ret=1; }
+	[ "$st_errors" = 0 ] || ret=1
 	return $ret
 }
 
@@ -205,8 +231,8 @@ t_perf_throttled() {
 	"$here/perf_unthrottle.sh" >/dev/null || { echo "cannot restore the perf sysctls"; return 1; }
 	[ $rc = 0 ] || return 1
 	ret=0
-	[ "$(stat_value "$stress" starved_cpus)" -gt 0 ] ||
-		{ echo "no CPU starved: $(stat_value "$stress" samples) samples of $(stat_value "$stress" samples_expected) expected"; ret=1; }
+	[ "$st_starved_cpus" -gt 0 ] ||
+		{ echo "no CPU starved: $st_samples samples of $st_samples_expected expected"; ret=1; }
 	[ "$verdict" = INCONCLUSIVE ] || { echo "verdict $verdict, want INCONCLUSIVE"; ret=1; }
 	return $ret
 }
@@ -220,13 +246,13 @@ stress_run_throttled() {
 	mark throttled
 	echo start >"$DIR/control" || { echo "start failed"; unload; return 1; }
 	i=0
-	while [ "$(cat "$DIR/control")" != done ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
-	cat "$DIR/stats" >"$stress"
+	while ! state_is "$DIR/control" done && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+	stats_copy "$DIR/stats" "$stress"
 	eot=$(log_since throttled | grep 'nmiclock: End of test: ' | head -n 1)
 	unload
-	verdict=$(printf '%s\n' "$eot" | sed -n 's/.*End of test: \([A-Z]*\) .*/\1/p')
-	echo "$PERF_SOURCE throttled to 100/s -> $verdict: samples $(stat_value "$stress" samples)" \
-		"of $(stat_value "$stress" samples_expected) expected, starved_cpus $(stat_value "$stress" starved_cpus)"
+	eot_split
+	echo "$PERF_SOURCE throttled to 100/s -> $verdict: samples $st_samples" \
+		"of $st_samples_expected expected, starved_cpus $st_starved_cpus"
 }
 
 # nmi_source=ipi: NMI IPIs sample on x86; elsewhere the source is refused
@@ -235,9 +261,9 @@ t_ipi_source() {
 	if [ $NMI_SOURCE = ipi ]; then
 		stress_run 3 nmi_source=ipi || return 1
 		ret=0
-		[ "$(stat_value "$stress" nmi_sent)" -gt 0 ] || { echo "no NMI IPI sent"; ret=1; }
-		[ "$(stat_value "$stress" nmi_samples)" -gt 0 ] || { echo "no NMI samples"; ret=1; }
-		[ "$(stat_value "$stress" errors)" = 0 ] || ret=1
+		[ "$st_nmi_sent" -gt 0 ] || { echo "no NMI IPI sent"; ret=1; }
+		[ "$st_nmi_samples" -gt 0 ] || { echo "no NMI samples"; ret=1; }
+		[ "$st_errors" = 0 ] || ret=1
 		return $ret
 	fi
 	load nmi_source=ipi || { echo "insmod failed"; return 1; }
@@ -250,7 +276,7 @@ t_ipi_source() {
 	ret=0
 	n=$(log_since ipi | grep -c 'nmiclock: start: ipi: NMI IPIs are x86-only')
 	[ "$n" = 1 ] || { echo "$n 'x86-only' lines, want 1"; ret=1; }
-	[ "$(cat "$DIR/control")" = idle ] || { echo "state $(cat "$DIR/control") after the refusal"; ret=1; }
+	state_is "$DIR/control" idle || { echo "state $st_line after the refusal"; ret=1; }
 	unload
 	return $ret
 }
@@ -261,7 +287,7 @@ t_rmmod_running() {
 	mark rmmod_running
 	echo start >"$DIR/control" || { unload; echo "start failed"; return 1; }
 	sleep 1
-	[ "$(cat "$DIR/control")" = running ] || { echo "not running"; unload; return 1; }
+	state_is "$DIR/control" running || { echo "not running"; unload; return 1; }
 	unload || { echo "rmmod during a run failed"; return 1; }
 	left=$(left_behind)
 	[ -z "$left" ] || { echo "$left"; return 1; }
@@ -288,7 +314,7 @@ t_hotplug() {
 	a=$(grep '^cpu1:' "$DIR/percpu" | sed 's/.* samples=\([0-9]*\) .*/\1/')
 	sleep 0.5
 	b=$(grep '^cpu1:' "$DIR/percpu" | sed 's/.* samples=\([0-9]*\) .*/\1/')
-	[ "$(cat "$DIR/control")" = running ] || { echo "the run ended early"; ret=1; }
+	state_is "$DIR/control" running || { echo "the run ended early"; ret=1; }
 	echo stop >"$DIR/control" || { echo "stop failed"; ret=1; }
 	# The wake-up probe across the cycles: reported, not judged (a slow
 	# host makes wake-ups late too); see Documentation, "Wake-ups".
@@ -343,7 +369,7 @@ t_inspection_files() {
 	done
 	echo start >"$DIR/control"
 	sleep 3
-	while [ "$(cat "$DIR/control")" != done ]; do sleep 0.5; done
+	while ! state_is "$DIR/control" done; do sleep 0.5; done
 	hist=$(scratch)
 	cat "$DIR/histogram" >"$hist"
 	samples=$(stat_value "$DIR/stats" samples)

@@ -25,7 +25,7 @@ target_summary() {
 	for k in nmi_samples task_reads max_backstep_ns max_cross_backstep_ns steps_back_allowed \
 		unpromised_backwards unpromised_cross_cpu_backwards unpromised_reference_errors \
 		max_reference_error_ns target_updates; do
-		printf '%s=%s ' $k "$(stat_value "$stress" $k)"
+		printf '%s=%s ' $k "$(st $k)"
 	done
 	echo
 }
@@ -36,11 +36,11 @@ run_loaded() {
 	stress=$(scratch)
 	mark stress
 	echo start >"$DIR/control" || { echo "start failed"; return 1; }
-	wait_done $TARGET_S
-	cat "$DIR/stats" >"$stress"
+	wait_done $TARGET_S $TARGET_S
+	stats_copy "$DIR/stats" "$stress"
 	eot=$(log_since stress | grep 'nmiclock: End of test: ' | head -n 1)
 	[ -n "$eot" ] || { echo "no End of test line"; return 1; }
-	verdict=$(printf '%s\n' "$eot" | sed -n 's/.*End of test: \([A-Z]*\) .*/\1/p')
+	eot_split
 }
 
 # Each kernel clock, a run of TARGET_S (one load for all): its verdict must
@@ -55,8 +55,8 @@ t_target_kernel_clocks() {
 		run_loaded || { echo "$t: the run failed"; ret=1; continue; }
 		echo "$t: $verdict; $(target_summary)"
 		[ "$verdict" = SUCCESS ] || { echo "$t: verdict $verdict, want SUCCESS"; ret=1; }
-		[ "$(stat_value "$stress" nmi_samples)" -gt 0 ] || { echo "$t: no NMI samples"; ret=1; }
-		[ "$(stat_value "$stress" task_reads)" -gt 0 ] || { echo "$t: no task-context reads"; ret=1; }
+		[ "$st_nmi_samples" -gt 0 ] || { echo "$t: no NMI samples"; ret=1; }
+		[ "$st_task_reads" -gt 0 ] || { echo "$t: no task-context reads"; ret=1; }
 	done
 	unload || ret=1
 	return $ret
@@ -94,9 +94,10 @@ disturb() {
 	cs=/sys/devices/system/clocksource/clocksource0
 	sources=$(cat $cs/available_clocksource 2>/dev/null)
 	first=$(cat $cs/current_clocksource)
-	end=$(($(uptime_s) + TARGET_S))
+	uptime_s
+	end=$((up_s + TARGET_S))
 	n=0 bad=
-	while [ $n = 0 ] || [ "$(uptime_s)" -lt $end ]; do
+	while [ $n = 0 ] || { uptime_s; [ $up_s -lt $end ]; }; do
 		for what; do
 			case $what in
 			cs)
@@ -128,7 +129,7 @@ disturb() {
 		n=$((n + 1))
 	done
 	reads_after || bad="$bad (no read after the last disturbance)"
-	[ "$(cat "$DIR/control")" = running ] || bad="$bad (the run ended before the disturbances did)"
+	state_is "$DIR/control" running || bad="$bad (the run ended before the disturbances did)"
 	echo stop >"$DIR/control"
 	echo "$first" >$cs/current_clocksource
 	case " $* " in *" slew "*) adjtimex -f 0 >/dev/null 2>&1 ;; esac
@@ -160,8 +161,8 @@ t_target_disturbed() {
 	for t in ktime_get_mono_fast_ns ktime_get_raw_fast_ns ktime_get_real_fast_ns; do
 		disturbed_run $t time slew hotplug || { ret=1; continue; }
 		[ "$verdict" = SUCCESS ] || { echo "$t: verdict $verdict, want SUCCESS"; ret=1; }
-		if [ $t = ktime_get_real_fast_ns ] && [ "$(stat_value "$stress" unpromised_backwards)" = 0 ] &&
-			[ "$(stat_value "$stress" unpromised_cross_cpu_backwards)" = 0 ]; then
+		if [ $t = ktime_get_real_fast_ns ] && [ "$st_unpromised_backwards" = 0 ] &&
+			[ "$st_unpromised_cross_cpu_backwards" = 0 ]; then
 			echo "$t: the time was stepped back 1 s, and no step back was seen"
 			ret=1
 		fi
@@ -185,9 +186,9 @@ t_target_cs_switch() {
 		case $verdict in
 		SUCCESS) ;;
 		FAILURE)
-			steps=$(($(stat_value "$stress" backwards) + $(stat_value "$stress" cross_cpu_backwards)))
-			if [ "$(stat_value "$stress" errors)" = "$steps" ]; then
-				found="$found $t stepped back up to $(stat_value "$stress" max_cross_backstep_ns) ns across CPUs;"
+			steps=$(($st_backwards + $st_cross_cpu_backwards))
+			if [ "$st_errors" = "$steps" ]; then
+				found="$found $t stepped back up to $st_max_cross_backstep_ns ns across CPUs;"
 			else
 				echo "$t: anomalies besides steps back"; ret=1
 			fi ;;
@@ -267,10 +268,10 @@ t_target_unregister() {
 	sleep 0.5
 	rmmod nmiclock_target_c 2>/dev/null && { echo "rmmod of the provider during its run succeeded"; ret=1; }
 	rmmod nmiclock 2>/dev/null && { echo "rmmod nmiclock with a provider loaded succeeded"; ret=1; }
-	[ "$(cat "$DIR/control")" = running ] || { echo "the run did not survive the refused rmmods"; ret=1; }
+	state_is "$DIR/control" running || { echo "the run did not survive the refused rmmods"; ret=1; }
 	echo sample_c_latch >/sys/module/nmiclock_target_c/parameters/unregister ||
 		{ echo "unregistering failed"; ret=1; }
-	[ "$(cat "$DIR/control")" = done ] || { echo "state $(cat "$DIR/control") after unregistering, want done"; ret=1; }
+	state_is "$DIR/control" done || { echo "state $st_line after unregistering, want done"; ret=1; }
 	log=$(log_since unreg)
 	printf '%s\n' "$log" | grep -E 'nmiclock: (stopped|target|End of test)' | sed 's/^\[[^]]*\] //' | cut -c1-160
 	printf '%s\n' "$log" | grep -q 'End of test: .*(target unregistered)' ||

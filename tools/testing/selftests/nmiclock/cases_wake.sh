@@ -12,10 +12,10 @@ wake_run() {
 	wake_out=$(scratch)
 	ret=0
 	echo $((WAKE_S * 1000)) >"$DIR/wake" || { echo "writing $((WAKE_S * 1000)) to wake failed"; ret=1; }
-	cat "$DIR/wake" >"$wake_out"
+	stats_copy "$DIR/wake" "$wake_out"
 	grep -E '^(wakeups|late_wakeups|lost_wakeups|slow_wakeups|p50_wake_latency_ns|p99_wake_latency_ns|max_wake_latency_ns|poll_wakeups|polled_ns|verdict):' \
 		"$wake_out" | tr '\n' ' '; echo
-	[ "$(stat_value "$wake_out" wake)" = "$1" ] || { echo "wake does not say wake: $1"; ret=1; }
+	[ "$st_wake" = "$1" ] || { echo "wake does not say wake: $1"; ret=1; }
 	cpus=$(online_cpus)
 	n=$(grep -cE '^cpu[0-9]+: wakeups=[1-9]' "$wake_out")
 	[ "$n" -eq "$cpus" ] || { echo "wake-ups on $n of $cpus CPUs"; ret=1; }
@@ -28,9 +28,9 @@ wake_run() {
 # the host's doing) are reported, not judged.
 wake_clean() {
 	wake_run "$@" || return 1
-	lost=$(stat_value "$wake_out" lost_wakeups)
+	lost=$st_lost_wakeups
 	[ "$lost" = 0 ] || { echo "$lost wake-ups lost"; return 1; }
-	[ "$(stat_value "$wake_out" verdict)" = clean ] || { echo "verdict is not clean"; return 1; }
+	[ "$st_verdict" = clean ] || { echo "verdict is not clean"; return 1; }
 }
 
 t_wake_sleep() { wake_clean sleep; }
@@ -39,7 +39,7 @@ t_wake_sleep() { wake_clean sleep; }
 # 50 us after the waiter starts waiting, within the 100 us window.
 t_wake_poll() {
 	wake_clean poll poll_us=100 || return 1
-	n=$(stat_value "$wake_out" poll_wakeups)
+	n=$st_poll_wakeups
 	[ "$n" -gt 0 ] || { echo "no wake-up taken while polling"; return 1; }
 }
 
@@ -52,7 +52,7 @@ t_wake_racy() {
 	try=1
 	while :; do
 		wake_run racy || return 1
-		lost=$(stat_value "$wake_out" lost_wakeups)
+		lost=$st_lost_wakeups
 		[ "$lost" -gt 0 ] && break
 		[ $try -ge $WAKE_TRIES ] && {
 			echo "racy lost no wake-up in $try runs of $WAKE_S s: the probe is blind"
@@ -60,14 +60,14 @@ t_wake_racy() {
 		}
 		try=$((try + 1))
 	done
-	late=$(stat_value "$wake_out" late_wakeups)
-	max=$(stat_value "$wake_out" max_wake_latency_ns)
-	tick=$(stat_value "$wake_out" tick_ns)
+	late=$st_late_wakeups
+	max=$st_max_wake_latency_ns
+	tick=$st_tick_ns
 	# A lost wake-up waits out the whole tick: each is a late one.
 	[ "$late" -ge "$lost" ] && [ "$max" -ge "$tick" ] ||
 		{ echo "$lost lost but $late late, worst $max ns: lost ones must be a tick ($tick ns) late"; return 1; }
 	echo "XFAIL: caught in run $try: $lost wake-ups lost, $late late, worst latency $max ns (tick $tick ns)" \
-		"in $(stat_value "$wake_out" wakeups) wake-ups"
+		"in $st_wakeups wake-ups"
 	return $KSFT_XFAIL
 }
 

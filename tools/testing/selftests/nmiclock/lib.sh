@@ -130,10 +130,14 @@ selected_cases() {
 	fi
 }
 
-# uptime_s: seconds since boot, whole.
+# The helpers below read files with the shell's own read where they can:
+# on the debug kernel under TCG, every fork costs about 20 ms and every
+# exec about 30 more, and a suite run makes thousands.
+
+# uptime_s: seconds since boot, whole, in $up_s.
 uptime_s() {
-	read -r up _ </proc/uptime
-	echo "${up%%.*}"
+	read -r up_s _ </proc/uptime
+	up_s=${up_s%%.*}
 }
 
 # run_cases [PATTERN [EXCLUDE]]: the plan (the number of cases selected),
@@ -144,12 +148,24 @@ run_cases() {
 	[ -n "$selected" ] || return 0
 	printf '%s\n' "$selected" >"$SCRATCH/cases"
 	while read -r fn desc; do
-		t0=$(uptime_s)
+		uptime_s
+		t0=$up_s
 		out=$($fn 2>&1)
 		rc=$?
-		printf '%s\n' "$out" | grep -vE '^(SKIP|XFAIL|XPASS): ' | grep . | sed 's/^/# /'
-		echo "# $fn took $(($(uptime_s) - t0)) s"
-		reason=$(printf '%s\n' "$out" | sed -nE 's/^(SKIP|XFAIL|XPASS): //p' | head -n 1)
+		# Its output as diagnostics, but for the SKIP, XFAIL and XPASS
+		# lines: the first one's reason goes on the result line.
+		reason=
+		while IFS= read -r line; do
+			case $line in
+			'') ;;
+			'SKIP: '*|'XFAIL: '*|'XPASS: '*) [ -n "$reason" ] || reason=${line#*: } ;;
+			*) echo "# $line" ;;
+			esac
+		done <<EOF
+$out
+EOF
+		uptime_s
+		echo "# $fn took $((up_s - t0)) s"
 		case $rc in
 		$KSFT_PASS) ktap_test_pass "$desc" ;;
 		$KSFT_SKIP) ktap_test_skip "$desc" "$reason" ;;
@@ -175,8 +191,12 @@ scratch() {
 DEBUGFS=/sys/kernel/debug
 DIR=$DEBUGFS/nmiclock
 
+# is_loaded [MODULE]: MODULE (nmiclock) is in /proc/modules.
 is_loaded() {
-	grep -q '^nmiclock ' /proc/modules
+	while read -r m _; do
+		[ "$m" = "${1:-nmiclock}" ] && return 0
+	done </proc/modules
+	return 1
 }
 
 load() {
@@ -190,7 +210,7 @@ unload() {
 # The target samples (cases_target.sh), then nmiclock: they depend on it.
 unload_all() {
 	for m in nmiclock_target_c nmiclock_target_rust; do
-		grep -q "^$m " /proc/modules && rmmod $m
+		is_loaded $m && rmmod $m
 	done
 	unload
 }
@@ -205,6 +225,36 @@ left_behind() {
 # stat_value FILE KEY: the value of KEY in a `key: value` file.
 stat_value() {
 	sed -n "s/^$2: //p" "$1"
+}
+
+# stats_copy FILE COPY: FILE (a `key: value` debugfs file) copied to COPY,
+# and each KEY of it in the variable st_KEY (those of the last copy unset
+# first): one sed, where a stat_value per key is a process each.
+stats_copy() {
+	for v in $st_keys; do unset "st_$v"; done
+	st_keys=
+	cat "$1" >"$2" || return
+	eval "$(sed -n -e "s/'/'\\\\''/g" \
+		-e "s/^\([a-z][a-z0-9_]*\): \(.*\)\$/st_\1='\2'; st_keys=\"\$st_keys \1\"/p" "$2")"
+}
+st_keys=
+
+# st KEY: st_KEY (a KEY in a variable).
+st() {
+	eval "printf '%s\n' \"\${st_$1-}\""
+}
+
+# state_is FILE WORD: FILE's first line (control's state) is WORD.
+state_is() {
+	read -r st_line <"$1" && [ "$st_line" = "$2" ]
+}
+
+# stats_is KEY VALUE: stats says KEY: VALUE (read up to that key).
+stats_is() {
+	while IFS= read -r st_line; do
+		case $st_line in "$1: "*) [ "${st_line#"$1: "}" = "$2" ]; return ;; esac
+	done <"$DIR/stats"
+	return 1
 }
 
 # bits_for_wrap_ms MS: the counter_bits (16..64) whose mask makes the
@@ -230,7 +280,7 @@ online_cpus() {
 # expect_refused FILE VALUE ERRNO-TEXT: a write must fail with that error
 # (echo, whose write error names the errno; busybox printf may not).
 expect_refused() {
-	err=$( (echo "$2" >"$DIR/$1") 2>&1) && { echo "$1 accepted '$2'"; return 1; }
+	err=$(echo "$2" 2>&1 >"$DIR/$1") && { echo "$1 accepted '$2'"; return 1; }
 	case $err in *"$3"*) return 0 ;; esac
 	echo "$1 '$2': want '$3', got: $err"
 	return 1
@@ -247,18 +297,21 @@ mark() {
 }
 
 log_since() {
-	out=$(dmesg | awk -v m="nmiclock-selftest[$$]: mark $1" '
+	dmesg | awk -v m="nmiclock-selftest[$$]: mark $1" -v name="$1" '
 		{
+			all[na++] = $0
 			i = index($0, m)
 			if (i && i + length(m) == length($0) + 1) { n = 0; seen = 1; next }
 		}
 		seen { line[n++] = $0 }
-		END { for (j = 0; j < n; j++) print line[j] }')
-	if [ -z "$out" ] && ! dmesg | grep -q "nmiclock-selftest\[$$\]: mark $1\$"; then
-		echo "(kernel log wrapped past mark $1: whole log)" >&2
-		out=$(dmesg)
-	fi
-	printf '%s\n' "$out"
+		END {
+			if (seen) {
+				for (j = 0; j < n; j++) print line[j]
+				exit
+			}
+			print "(kernel log wrapped past mark " name ": whole log)" | "cat >&2"
+			for (j = 0; j < na; j++) print all[j]
+		}'
 }
 
 # --- the architecture ---------------------------------------------------------------
@@ -286,11 +339,11 @@ wait_clocksource() {
 	cs=/sys/devices/system/clocksource/clocksource0/current_clocksource
 	[ -e "$SCRATCH/no-clocksource" ] && return 0
 	i=0
-	while [ "$(cat $cs 2>/dev/null)" != $CLOCKSOURCE ] && [ $i -lt 100 ]; do
+	while ! state_is $cs $CLOCKSOURCE 2>/dev/null && [ $i -lt 100 ]; do
 		sleep 0.1
 		i=$((i + 1))
 	done
-	[ "$(cat $cs 2>/dev/null)" = $CLOCKSOURCE ] && return 0
+	state_is $cs $CLOCKSOURCE 2>/dev/null && return 0
 	echo "note: clocksource is $(cat $cs 2>/dev/null), not $CLOCKSOURCE: the stress run's reference is not counter-based" \
 		"($(dmesg | grep -m1 -o 'Marking TSC unstable.*' || echo "$CLOCKSOURCE not chosen"))"
 	touch "$SCRATCH/no-clocksource"
