@@ -27,12 +27,12 @@ t_control_config() {
 	echo stop >"$DIR/control" || { echo "stop failed"; ret=1; }
 	state_is "$DIR/control" done || { echo "not done after stop"; ret=1; }
 	echo acct=racy >"$DIR/config" || { echo "config acct=racy refused while idle"; ret=1; }
-	[ "$(stat_value "$DIR/config" acct)" = racy ] || { echo "config acct not applied"; ret=1; }
+	says "$DIR/config" acct racy || { echo "config acct not applied"; ret=1; }
 	echo clock=seqcount >"$DIR/config" || ret=1
-	[ "$(stat_value "$DIR/stats" clock)" = seqcount ] || { echo "clock not switched"; ret=1; }
+	says "$DIR/stats" clock seqcount || { echo "clock not switched"; ret=1; }
 	echo reset >"$DIR/control" || { echo "reset failed"; ret=1; }
 	state_is "$DIR/control" idle || { echo "not idle after reset"; ret=1; }
-	[ "$(stat_value "$DIR/stats" samples)" = 0 ] || { echo "reset left samples"; ret=1; }
+	says "$DIR/stats" samples 0 || { echo "reset left samples"; ret=1; }
 	unload
 	return $ret
 }
@@ -200,7 +200,7 @@ refused_during() {
 		"control start" "control reset" "check 100" "check ms=100 windows=1" \
 		"acct 100" "bench nruns=1 loops=10" "bench loops=10 nruns=1" "wake 100"; do
 		expect_refused ${w%% *} "${w#* }" "resource busy" && continue
-		if ! stats_is activity "$3"; then
+		if ! says "$DIR/stats" activity "$3"; then
 			echo "during $1: $3 had ended by then; trying a longer one"
 			# What the late write started (a stress run) ends first.
 			echo stop >"$DIR/control" 2>/dev/null
@@ -219,19 +219,22 @@ refused_during() {
 # WHAT's own (it may end meanwhile, and then counts its run).
 what_counts() {
 	cat "$DIR/config"
-	[ "$1" = check ] || stat_value "$DIR/check" runs
-	[ "$1" = acct ] || stat_value "$DIR/acct" runs
-	[ "$1" = wake ] || stat_value "$DIR/wake" runs
+	for a in check acct wake; do
+		[ "$1" = $a ] && continue
+		while IFS= read -r l; do
+			case $l in "runs: "*) echo "$a $l" ;; esac
+		done <"$DIR/$a"
+	done
 }
 
 # in_progress ACTIVITY: waits (5 s at most) until stats says ACTIVITY runs.
 in_progress() {
 	i=0
-	while ! stats_is activity "$1" && [ $i -lt 50 ]; do
+	while ! says "$DIR/stats" activity "$1" && [ $i -lt 50 ]; do
 		sleep 0.1
 		i=$((i + 1))
 	done
-	stats_is activity "$1" || { echo "never saw $1 in progress"; return 1; }
+	says "$DIR/stats" activity "$1" || { echo "never saw $1 in progress"; return 1; }
 }
 
 # Each blocking activity runs in the background while every other write is
@@ -288,7 +291,7 @@ t_activities() {
 	echo start >"$DIR/control" || { echo "start failed"; ret=1; }
 	refused_during "a stress run" "a stress run" "a stress run" || ret=1
 	echo stop >"$DIR/control" || { echo "stop failed"; ret=1; }
-	stats_is activity none || { echo "an activity is left after all ended"; ret=1; }
+	says "$DIR/stats" activity none || { echo "an activity is left after all ended"; ret=1; }
 	echo counter_bits=32 >"$DIR/config" || { echo "config refused with nothing running"; ret=1; }
 	unload
 	return $ret
@@ -301,7 +304,7 @@ t_activities() {
 # passed its phases (the rest runs to its end) and finished.
 interrupted() {
 	i_ret=0
-	stats_is activity none || { echo "$1: still running after the signal"; i_ret=1; }
+	says "$DIR/stats" activity none || { echo "$1: still running after the signal"; i_ret=1; }
 	if [ "$1" = bench ] && log_since "$3" | grep -q "bench: done in "; then
 		echo "bench: past its phases when the signal came; trying a longer one"
 		return 2

@@ -249,11 +249,12 @@ state_is() {
 	read -r st_line <"$1" && [ "$st_line" = "$2" ]
 }
 
-# stats_is KEY VALUE: stats says KEY: VALUE (read up to that key).
-stats_is() {
+# says FILE KEY VALUE: the `key: value` file FILE says KEY: VALUE (read
+# up to that key).
+says() {
 	while IFS= read -r st_line; do
-		case $st_line in "$1: "*) [ "${st_line#"$1: "}" = "$2" ]; return ;; esac
-	done <"$DIR/stats"
+		case $st_line in "$2: "*) [ "${st_line#"$2: "}" = "$3" ]; return ;; esac
+	done <"$1"
 	return 1
 }
 
@@ -279,8 +280,11 @@ online_cpus() {
 
 # expect_refused FILE VALUE ERRNO-TEXT: a write must fail with that error
 # (echo, whose write error names the errno; busybox printf may not).
+# Its error goes through a file, read back by the shell: no process.
 expect_refused() {
-	err=$(echo "$2" 2>&1 >"$DIR/$1") && { echo "$1 accepted '$2'"; return 1; }
+	echo "$2" 2>"$SCRATCH/err" >"$DIR/$1" && { echo "$1 accepted '$2'"; return 1; }
+	err=
+	while IFS= read -r l; do err="$err$l"; done <"$SCRATCH/err"
 	case $err in *"$3"*) return 0 ;; esac
 	echo "$1 '$2': want '$3', got: $err"
 	return 1
