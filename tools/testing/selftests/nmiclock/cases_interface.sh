@@ -56,18 +56,33 @@ t_hostile_writes() {
 	before=$(snapshot)
 	long=$(head -c 300 /dev/zero | tr '\0' 7)
 	huge=$(head -c 4000 /dev/zero | tr '\0' a)
-	# The random bytes: no digits and no newlines, so that no draw can be
-	# a valid number ("9" would run a 9 ms check).
+	two_lines=$(printf '1\n2') start_stop=$(printf 'start\nstop') high=$(printf '\377\376')
+	# Random bytes, 1..256 of them, for FUZZ_WRITES writes to each of the
+	# six files: no digits and no newlines, so that no draw can be a valid
+	# number ("9" would run a 9 ms check). Each is one write, the shell's
+	# printf of octal escapes (one buffer), made by one awk for all, where
+	# a dd per write would be a process each (50 ms on the debug kernel).
 	pool=$(scratch)
-	head -c 70000 /dev/urandom | tr '0-9\n' 'a-k' >"$pool"
+	head -c $((6 * FUZZ_WRITES * 256)) /dev/urandom | tr '0-9\n' 'a-k' >"$pool"
 	fuzz=$(scratch)
+	od -An -v -tu1 "$pool" | awk -v lens="$(od -An -tu1 -N$((6 * FUZZ_WRITES)) /dev/urandom)" '
+		{ for (i = 1; i <= NF; i++) b[nb++] = $i }
+		END {
+			nl = split(lens, len)
+			for (w = 1; w <= nl; w++) {
+				s = ""
+				for (i = 0; i <= len[w]; i++) s = s sprintf("\\%03o", b[p++])
+				print len[w] + 1, s
+			}
+		}' >"$fuzz"
+	exec 3<"$fuzz"
 	n=0
 	for f in control config check acct bench wake; do
 		for v in "" " " "	" "-1" "-0" "+1" "0x10" "1e3" "1.5" "99999999999999999999" \
 			"abc" "st art" "START" "stop now" "reset!" "key=" "=v" "a=b=c" \
 			"clock=latch clock=seqcount" "clock=latch;" "duration_s=1s" \
-			"period_us=0010x" "$long" "$huge" "$(printf '1\n2')" \
-			"$(printf 'start\nstop')" "$(printf '\377\376')" "%n%s%x" "../../etc"; do
+			"period_us=0010x" "$long" "$huge" "$two_lines" \
+			"$start_stop" "$high" "%n%s%x" "../../etc"; do
 			n=$((n + 1))
 			if echo "$v" >"$DIR/$f" 2>/dev/null; then
 				echo "$f accepted '$(printf '%s' "$v" | cut -c1-40)'"
@@ -80,30 +95,18 @@ t_hostile_writes() {
 			echo "$f accepted start<NUL>x"
 			ret=1
 		fi
-		# Random bytes, 1..256 of them, one write each: the shell's
-		# printf of octal escapes (one buffer, so one write), made for
-		# all FUZZ_WRITES by one awk from the pool, where a dd per write
-		# would be a process each (50 ms on the debug kernel).
-		od -An -v -tu1 -j$((n * 7)) -N$((FUZZ_WRITES * 256)) "$pool" |
-			awk -v lens="$(od -An -tu1 -N$FUZZ_WRITES /dev/urandom)" '
-			{ for (i = 1; i <= NF; i++) b[nb++] = $i }
-			END {
-				nl = split(lens, len)
-				for (w = 1; w <= nl; w++) {
-					s = ""
-					for (i = 0; i <= len[w]; i++) s = s sprintf("\\%03o", b[p++])
-					print len[w] + 1, s
-				}
-			}' >"$fuzz"
-		while read -r len esc; do
-			n=$((n + 1))
+		# Its share of the random writes.
+		k=0
+		while [ $k -lt $FUZZ_WRITES ] && read -r len esc <&3; do
+			k=$((k + 1)) n=$((n + 1))
 			# shellcheck disable=SC2059 # the escapes are the point
 			if printf "$esc" >"$DIR/$f" 2>/dev/null; then
 				echo "$f accepted $len random bytes: $(printf '%s' "$esc" | cut -c1-128)"
 				ret=1
 			fi
-		done <"$fuzz"
+		done
 	done
+	exec 3<&-
 	after=$(snapshot)
 	[ "$before" = "$after" ] || { echo "refused writes changed something:"; a=$(scratch); b=$(scratch); echo "$before" >"$a"; echo "$after" >"$b"; diff "$a" "$b"; ret=1; }
 	echo "$n malformed writes refused"
