@@ -129,17 +129,20 @@ t_bench() {
 		expect_refused bench "$v" "Invalid argument" || ret=1
 	done
 	grep -q '^state: idle' "$DIR/bench" || { echo "refused writes ran it"; ret=1; }
-	# A longer run in the background, to be caught running.
+	# A longer run in the background, to be caught running, then ended
+	# by a signal (t_activities checks how).
 	(echo "loops=20000 nruns=3" >"$DIR/bench") &
+	pid=$!
 	i=0
-	while ! grep -q '^state: running' "$DIR/bench" && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-	if grep -q '^state: running' "$DIR/bench"; then
+	while ! says "$DIR/bench" state running && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+	if says "$DIR/bench" state running; then
 		expect_refused config clock=seqcount "resource busy" || ret=1
 		expect_refused bench run "resource busy" || ret=1
 	else
 		echo "never saw the benchmark running"; ret=1
 	fi
-	wait
+	kill "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
 	echo "loops=200 nruns=3" >"$DIR/bench" || { echo "the benchmark failed"; ret=1; }
 	out=$(scratch)
 	cat "$DIR/bench" >"$out"
