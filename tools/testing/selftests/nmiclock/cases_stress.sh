@@ -51,7 +51,8 @@ stress_run() {
 		stable_copy_reads|torn_reads|reference_mismatches|backwards|cross_cpu_backwards|clock_stalls|\
 		acct_bad_deltas|acct_timexpd_backwards|errors|first_anomaly_samples|first_anomaly_window_hits|\
 		first_anomaly_ns|rate_error_ppb|nmi_sends_skipped|wakeups_issued|wakeups|late_wakeups|elapsed_ms)
-			printf '%s: %s ' $k "$(st $k)" ;;
+			st $k
+			printf '%s: %s ' $k "$st" ;;
 		esac
 	done
 	echo
@@ -101,7 +102,8 @@ t_stress_default() {
 		{ echo "wake-up probe: $seen wake-ups seen of $issued issued"; ret=1; }
 	[ "$st_errors" = 0 ] || { echo "errors: $st_errors"; ret=1; }
 	for k in window_hits_local window_hits_remote; do
-		[ "$(st $k)" -gt 0 ] || { echo "$k is 0"; ret=1; }
+		st $k
+		[ "$st" -gt 0 ] || { echo "$k is 0"; ret=1; }
 	done
 	[ "$verdict" = SUCCESS ] || { echo "verdict $verdict, want SUCCESS"; ret=1; }
 	return $ret

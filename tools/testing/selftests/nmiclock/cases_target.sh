@@ -25,7 +25,8 @@ target_summary() {
 	for k in nmi_samples task_reads max_backstep_ns max_cross_backstep_ns steps_back_allowed \
 		unpromised_backwards unpromised_cross_cpu_backwards unpromised_reference_errors \
 		max_reference_error_ns target_updates; do
-		printf '%s=%s ' $k "$(st $k)"
+		st $k
+		printf '%s=%s ' $k "$st"
 	done
 	echo
 }

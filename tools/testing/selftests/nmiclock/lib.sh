@@ -239,9 +239,9 @@ stats_copy() {
 }
 st_keys=
 
-# st KEY: st_KEY (a KEY in a variable).
+# st KEY: st_KEY in $st (for a KEY in a variable; no process).
 st() {
-	eval "printf '%s\n' \"\${st_$1-}\""
+	eval "st=\${st_$1-}"
 }
 
 # state_is FILE WORD: FILE's first line (control's state) is WORD.
