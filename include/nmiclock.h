@@ -2,6 +2,11 @@
 /*
  * nmiclock.h: what nmiclock.ko offers other modules.
  *
+ * Read its clock: nmiclock_sched_clock() gives nmiclock's time in ns, from
+ * any context, NMI included; it never steps back, across a "config"
+ * rebuild of the clock too (samples/nmiclock_reader.c checks that on every
+ * CPU).  It reads 0 only while no clock runs (never while loaded).
+ *
  * Register a clock of your own as a target, select it with the setting
  * target=NAME (debugfs "config", while nothing runs), and nmiclock's stress
  * run reads it from NMI, hard-IRQ and task context while its writers drive
@@ -46,6 +51,8 @@ struct nmiclock_target {
 				   context, never NMI) during a run */
 	struct module *owner;
 };
+
+u64 nmiclock_sched_clock(void);
 
 int nmiclock_register_target(struct nmiclock_target *t);
 void nmiclock_unregister_target(struct nmiclock_target *t);

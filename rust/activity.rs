@@ -17,11 +17,17 @@
 //!
 //! `bench` times the NMI handler with a stress run of its own: its guard
 //! [`Guard::nest`]s one for the run, which hands the activity back to
-//! `bench` when the run ends.
+//! `bench` when the run ends, whoever ends it (the bench itself, or a
+//! target being unregistered). The bench waits for that hand-back
+//! ([`Guard::wait_handed_back`]) before it goes on, so it never ends
+//! while its run's guard is alive. The transitions are [`Owner`]'s: each
+//! a compare-exchange from the state it expects.
 
-use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, Ordering};
 
 use kernel::prelude::*;
+
+use crate::owner::Owner;
 
 /// What can run.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -74,11 +80,11 @@ impl Activity {
 }
 
 /// The activity in progress (`Activity as u32`), 0 for none.
-static CURRENT: AtomicU32 = AtomicU32::new(0);
+static CURRENT: Owner = Owner::new();
 
 /// The activity in progress, if any.
 pub(crate) fn current() -> Option<Activity> {
-    Activity::from_u32(CURRENT.load(Ordering::Acquire))
+    Activity::from_u32(CURRENT.current())
 }
 
 /// The right to run one activity; dropping it ends the activity (or hands
@@ -97,7 +103,7 @@ impl Guard {
     /// Starts `kind`, if nothing else runs; else logs `what: not while ...
     /// is in progress` and gives `EBUSY`.
     pub(crate) fn try_begin(kind: Activity, what: &str) -> Result<Self> {
-        match CURRENT.compare_exchange(0, kind as u32, Ordering::AcqRel, Ordering::Acquire) {
+        match CURRENT.begin(kind as u32) {
             // INVARIANT: `CURRENT` went from nothing to `kind`.
             Ok(_) => Ok(Self { kind, outer: 0 }),
             Err(busy) => {
@@ -116,12 +122,7 @@ impl Guard {
     /// the activity back to this one when dropped.
     pub(crate) fn nest(&self, kind: Activity) -> Result<Self> {
         CURRENT
-            .compare_exchange(
-                self.kind as u32,
-                kind as u32,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            )
+            .nest(self.kind as u32, kind as u32)
             .map_err(|_| EBUSY)?;
         // INVARIANT: `CURRENT` went from the outer kind to `kind`.
         Ok(Self {
@@ -129,12 +130,39 @@ impl Guard {
             outer: self.kind as u32,
         })
     }
+
+    /// Whether this guard's activity owns [`CURRENT`] now: false while a
+    /// guard nested in it is alive.
+    pub(crate) fn in_force(&self) -> bool {
+        CURRENT.held_by(self.kind as u32)
+    }
+
+    /// Whether this guard was nested in another's (the bench's stress
+    /// runs).
+    pub(crate) fn is_nested(&self) -> bool {
+        self.outer != 0
+    }
+
+    /// Waits until the guard nested in this one has handed the activity
+    /// back, whoever dropped it. Task context; may sleep.
+    pub(crate) fn wait_handed_back(&self) {
+        while !self.in_force() {
+            crate::ffi::cpu::sleep_us(1_000);
+        }
+    }
 }
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        // By the type invariant `CURRENT` holds our kind.
-        CURRENT.store(self.outer, Ordering::Release);
+        // By the type invariant `CURRENT` holds our kind: then the exchange
+        // succeeds. Were it ever to fail, it changes nothing rather than
+        // write a stale owner over a newer one.
+        if !CURRENT.end(self.kind as u32, self.outer) {
+            pr_err!(
+                "{}: ended while not the activity in progress\n",
+                self.kind.name()
+            );
+        }
     }
 }
 

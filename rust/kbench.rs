@@ -612,10 +612,7 @@ fn measure_ceilings(stress: &torture::Installed, bench: &Guard) {
         if source == Source::Ipi && !crate::arch::NMI_IPI {
             continue;
         }
-        let Ok(guard) = bench.nest(Activity::Stress) else {
-            return;
-        };
-        match stress.ceiling(guard, source, CEILING_PERIOD_NS, CEILING_MS) {
+        match stress.ceiling(bench, source, CEILING_PERIOD_NS, CEILING_MS) {
             Ok(r) => {
                 c[0].store(
                     r.samples.saturating_mul(1_000) / r.elapsed_ms.max(1),
@@ -645,9 +642,11 @@ fn measure_nmi_handler(stress: &torture::Installed, bench: &Guard) {
         return;
     }
     ffi::cpu::sleep_us(NMI_RUN_US);
-    // A `stop` written meanwhile ended it already: then wait for that.
+    // A target unregistered meanwhile may have stopped it already: then
+    // wait for that stop, which hands the activity back last.
     let _ = torture::stop("bench: NMI handler timed");
     stress.wait_stopped();
+    bench.wait_handed_back();
     let h = &torture::NMI_HANDLER_NS;
     for (a, v) in NMI
         .iter()

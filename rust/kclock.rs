@@ -27,8 +27,8 @@
 //! longer than a narrow counter's wrap) loses whole wraps whatever the
 //! protection: it counts in `wrap_overruns` ([`overruns`]), and the stress
 //! run's checks span no such update, so it is never counted as a tear.
-//! What else the checks need to tell a tear from the rounding of the epoch
-//! updates between two reads is here too: the publish counts
+//! What else the checks need to tell a tear from the conversion switches
+//! between two reads is here too: the publish counts
 //! ([`publishes_started`], [`publishes_finished`]) and the conversions
 //! published during a run ([`conversions`]).
 //!
@@ -122,6 +122,61 @@ const CONVERSION_RANGE_MS: u32 = 3_600_000;
 /// How long a reader may wait for the writer, beyond the writer's pauses.
 const WAIT_BUDGET_NS: u64 = 50_000;
 
+/// What an epoch update costs the epoch timer in hard-IRQ besides its
+/// pauses, as [`check_settings`] counts it: a tenth of the shortest period,
+/// so that `tear_window_ns=0` is valid at every counter width and rate.
+const UPDATE_SLACK_NS: u64 = MIN_INTERVAL_NS / 10;
+
+/// The most of its period the epoch timer may spend in hard-IRQ, as a
+/// fraction `1 / MAX_IRQ_SHARE`.
+const MAX_IRQ_SHARE: u64 = 10;
+
+/// The epoch timer's period for conversion `ms` over a counter of `mask`.
+fn epoch_interval_ns(ms: &crate::cyc_ns::MultShift, mask: u64) -> u64 {
+    ClockData {
+        mult: ms.mult,
+        shift: ms.shift,
+        mask,
+        ..ClockData::default()
+    }
+    .update_interval_ns()
+    .clamp(MIN_INTERVAL_NS, MAX_INTERVAL_NS)
+}
+
+/// Checks a set of settings as a whole: the epoch timer, which pauses
+/// `tear_window_ns` twice per update (once per latch copy) in hard-IRQ
+/// context, may spend at most a tenth of its period there, at the period
+/// it will really have for `counter_bits` at this counter's rate (twice
+/// `tear_window_ns` plus [`UPDATE_SLACK_NS`], against
+/// `update_interval_ns`). Otherwise a valid-looking pair, such as
+/// `counter_bits=16 tear_window_ns=1000000`, would keep a CPU in hard-IRQ
+/// with interrupts off about half the time. `EINVAL` and one log line
+/// naming the settings and what would be valid. A counter without a rate
+/// passes here: starting the clock refuses it.
+pub(crate) fn check_settings(v: &settings::Values) -> Result {
+    let bits = v.get(Key::CounterBits);
+    let window = u64::from(v.get(Key::TearWindowNs));
+    let (Some(mask), Some(ms)) = (mask_for_bits(bits), conversion(ffi::time::counter_khz())) else {
+        return Ok(());
+    };
+    let interval = epoch_interval_ns(&ms, mask);
+    let budget = interval / MAX_IRQ_SHARE;
+    let irq = window.saturating_mul(2).saturating_add(UPDATE_SLACK_NS);
+    if irq <= budget {
+        return Ok(());
+    }
+    pr_err!(
+        "counter_bits={} tear_window_ns={}: the epoch timer would spend up to {} ns of every {} in hard-IRQ, more than a tenth; here counter_bits={} allows tear_window_ns up to {} (or widen counter_bits)\n",
+        bits,
+        window,
+        irq,
+        interval,
+        bits,
+        budget.saturating_sub(UPDATE_SLACK_NS) / 2
+    );
+    Err(EINVAL)
+}
+
 /// Index into [`CLOCKS`] of the running clock; out of range when none.
 static ACTIVE: AtomicUsize = AtomicUsize::new(usize::MAX);
 static INTERVAL_NS: AtomicU64 = AtomicU64::new(0);
@@ -178,6 +233,13 @@ pub(crate) fn read() -> Reading {
 /// per-CPU count made it cost twice `sched_clock()`).
 #[no_mangle]
 pub(crate) extern "C" fn nmiclock_sched_clock() -> u64 {
+    now_ns()
+}
+
+/// What [`nmiclock_sched_clock`] reads: the running clock's time, counting
+/// nothing. Any context.
+#[inline(always)]
+fn now_ns() -> u64 {
     read_index(ACTIVE.load(Ordering::Acquire)).map_or(0, |r| r.ns)
 }
 
@@ -369,9 +431,11 @@ pub(crate) fn index_of(protection: &str, counter: &str) -> Option<usize> {
         .position(|c| c.protection() == protection && c.counter() == counter)
 }
 
-/// Starts the clock the settings select, continuing from `start_ns`, and
-/// makes it the running one. Returns its epoch update interval.
-fn switch_to_selected(start_ns: u64) -> Result<u64> {
+/// Starts the clock the settings select, continuing from the time `at`
+/// gives once the new epoch's counter value is read (see
+/// [`ClockSource::start_from`]), and makes it the running one. Returns its
+/// epoch update interval.
+fn switch_to_selected(at: &dyn Fn() -> u64) -> Result<u64> {
     let index = index_of(
         settings::name_of(Key::Clock),
         settings::name_of(Key::Counter),
@@ -393,7 +457,7 @@ fn switch_to_selected(start_ns: u64) -> Result<u64> {
     clock.set_wait_budget_ns(WAIT_BUDGET_NS + 2 * window);
     // The epoch timer may be updating this very clock: let it finish.
     let mut tries = 0;
-    while !clock.start(start_ns, ms.mult, ms.shift, mask) {
+    while !clock.start_from(at, ms.mult, ms.shift, mask) {
         tries += 1;
         if tries == 100 {
             pr_err!("cannot restart the clock: its writer stays busy\n");
@@ -401,10 +465,7 @@ fn switch_to_selected(start_ns: u64) -> Result<u64> {
         }
         ffi::cpu::sleep_us(100);
     }
-    let interval = clock
-        .data()
-        .update_interval_ns()
-        .clamp(MIN_INTERVAL_NS, MAX_INTERVAL_NS);
+    let interval = epoch_interval_ns(&ms, mask);
     COUNTER_KHZ.store(khz, Ordering::Relaxed);
     INTERVAL_NS.store(interval, Ordering::Relaxed);
     BASE_CONVERSION.store(
@@ -426,7 +487,7 @@ impl Running {
         STATS.install(CpuStats::default)?;
         let started = HrTimer::new(epoch_tick)
             .and_then(|timer| Ok(Arc::new(timer, GFP_KERNEL)?))
-            .and_then(|timer| Ok((switch_to_selected(ffi::time::local_clock())?, timer)));
+            .and_then(|timer| Ok((switch_to_selected(&ffi::time::local_clock)?, timer)));
         match started {
             Ok((interval, timer)) => {
                 timer.start(interval);
@@ -468,11 +529,11 @@ pub(crate) struct Rebuilder(Arc<HrTimer>);
 
 impl Rebuilder {
     /// Switches to the clock the settings now select, continuing from the
-    /// current time, and restarts the epoch timer at its interval. The
-    /// guard proves nothing else runs.
+    /// running one's time at the new epoch (so that no reader, another
+    /// module's included, sees it step back), and restarts the epoch timer
+    /// at its interval. The guard proves nothing else runs.
     pub(crate) fn rebuild(&self, _nothing_else_runs: &Guard) -> Result {
-        let now = read().ns;
-        let interval = switch_to_selected(now)?;
+        let interval = switch_to_selected(&now_ns)?;
         self.0.start(interval);
         Ok(())
     }
@@ -487,12 +548,11 @@ pub(crate) fn start_idle_clocks(_bench: &Guard) {
         return;
     };
     let d = cur.data();
-    let now = read().ns;
     for (i, c) in CLOCKS.iter().enumerate() {
         if i != running {
             c.set_wait_budget_ns(WAIT_BUDGET_NS);
             // Nothing else writes a clock that is not running.
-            let _ = c.start(now, d.mult, d.shift, d.mask);
+            let _ = c.start_from(&now_ns, d.mult, d.shift, d.mask);
         }
     }
 }

@@ -77,7 +77,7 @@ const char *nmiclock_param_value(unsigned int i);
 
 /* ---- the exported clock (defined in Rust) --------------------------------- */
 
-u64 nmiclock_sched_clock(void);
+/* nmiclock_sched_clock() is declared in include/nmiclock.h, included above. */
 
 /* ---- debugfs ------------------------------------------------------------------ */
 

@@ -76,6 +76,8 @@ pub mod counter;
 pub mod cyc_ns;
 #[path = "nmiclock_core/src/environment.rs"]
 pub mod environment;
+#[path = "nmiclock_core/src/owner.rs"]
+pub mod owner;
 #[path = "nmiclock_core/src/parse.rs"]
 pub mod parse;
 #[path = "nmiclock_core/src/spin.rs"]
@@ -163,9 +165,7 @@ fn show_stats(seq: &mut impl Write) -> fmt::Result {
 fn write_control(shared: &Shared, input: &[u8]) -> Result {
     match parse::strip_newline(input) {
         b"start" => shared.stress.start(),
-        b"stop" => torture::stop("stop written to control").inspect_err(|_| {
-            pr_err!("stop: no run in progress\n");
-        }),
+        b"stop" => torture::stop_written(),
         b"reset" => torture::reset(),
         _ => {
             pr_err!("control: want start, stop or reset\n");
@@ -174,18 +174,17 @@ fn write_control(shared: &Shared, input: &[u8]) -> Result {
     }
 }
 
-/// `config`: `key=value`, while nothing runs. A change that cannot be
-/// applied (the clock cannot be rebuilt) is undone.
+/// `config`: `key=value`, or several pairs separated by spaces, while
+/// nothing runs; all or none. A change that cannot be applied (the clock
+/// cannot be rebuilt) is undone.
 fn write_config(shared: &Shared, input: &[u8]) -> Result {
-    let (key, value) = settings::split(input)?;
+    let pairs = settings::split(input)?;
     let guard = activity::Guard::try_begin(activity::Activity::Config, "config")?;
-    let change = settings::set(key, value)?;
-    if change.spec.reclock {
+    let change = settings::set_all(&pairs, kclock::check_settings)?;
+    if change.reclock {
         if let Err(e) = shared.rebuilder.rebuild(&guard) {
             pr_err!(
-                "config: {}={}: cannot rebuild the clock (error {}); setting unchanged\n",
-                key,
-                value,
+                "config: cannot rebuild the clock (error {}); settings unchanged\n",
                 e.to_errno()
             );
             change.undo();
@@ -281,7 +280,7 @@ fn create_files(shared: Arc<Shared>) -> Result<ffi::debugfs::Dir> {
 impl kernel::Module for NmiClock {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         let environment = ffi::hypervisor::detect();
-        settings::from_params()?;
+        settings::from_params(kclock::check_settings)?;
         let coverage = coverage::Installed::new()?;
         let clock = kclock::Running::start()?;
         let check = check::Installed::new()?;

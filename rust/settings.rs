@@ -11,11 +11,14 @@
 //!   (`NMICLOCK_PARAMS` in `rust/nmiclock_glue.h`), and the build fails if
 //!   that list and this table differ in length (a name missing on either
 //!   side fails the load, naming it);
-//! - `config` writes (`key=value`, while nothing runs) and reads;
+//! - `config` writes (`key=value`, or several pairs separated by spaces,
+//!   applied all or none, while nothing runs) and reads;
 //! - the load message, `stats` and the End of test line.
 //!
 //! A bad key or value gets `-EINVAL` and one log line saying what is
-//! accepted, and changes nothing.
+//! accepted, and changes nothing. So does a set of values that are valid
+//! alone but not together: the check of the whole set is the caller's
+//! (`kclock::check_settings`, given to [`set_all`] and [`from_params`]).
 //!
 //! Adding a setting is one line in the table here and one `X(name)` line in
 //! `NMICLOCK_PARAMS`; reading it is [`get`] with its [`Key`].
@@ -100,7 +103,7 @@ settings! {
         "counter width in bits: narrower wraps, and moves the epoch, sooner";
     /// Writer pause between its stores (fault injection), ns.
     TearWindowNs "tear_window_ns": Kind::Number { min: 0, max: 1_000_000 }, default "0", true,
-        "fault injection: writer pause inside its update, ns";
+        "fault injection: writer pause inside its update, ns (with counter_bits: at most a tenth of the epoch period in hard-IRQ)";
     /// The acct update.
     Acct "acct": Kind::Names(&crate::kacct::STRATEGIES), default "cmpxchg", false,
         "acct integrals update";
@@ -301,45 +304,85 @@ fn parse(spec: &Spec, value: &str) -> Result<u32> {
     }
 }
 
-/// A change [`set`] made, to [`Change::undo`] if what it implies fails.
-pub(crate) struct Change {
-    index: usize,
-    old: u32,
-    /// The setting's declaration.
-    pub(crate) spec: &'static Spec,
-}
+/// A value for every setting, in [`Key`] order: the values in force, or a
+/// set being checked before it is applied.
+#[derive(Clone, Copy)]
+pub(crate) struct Values([u32; SPECS.len()]);
 
-impl Change {
-    /// Puts the old value back.
-    pub(crate) fn undo(self) {
-        if let Some(v) = VALUES_NOW.get(self.index) {
-            v.store(self.old, Ordering::Relaxed);
+impl Values {
+    /// The values in force.
+    pub(crate) fn now() -> Self {
+        let mut v = [0; SPECS.len()];
+        for (out, slot) in v.iter_mut().zip(VALUES_NOW.iter()) {
+            *out = slot.load(Ordering::Relaxed);
+        }
+        Self(v)
+    }
+
+    /// The value of `key` in this set (a name's index, or the number).
+    pub(crate) fn get(&self, key: Key) -> u32 {
+        self.0.get(key as usize).copied().unwrap_or(0)
+    }
+
+    fn store(&self) {
+        for (v, slot) in self.0.iter().zip(VALUES_NOW.iter()) {
+            slot.store(*v, Ordering::Relaxed);
         }
     }
 }
 
-/// Validates `value` for `key` and, if good, makes it the setting. A bad
-/// key or value is logged in one line and gives `EINVAL`; nothing changes.
-/// The caller must hold the activity guard (see [`crate::activity`]).
-pub(crate) fn set(key: &str, value: &str) -> Result<Change> {
-    let Some(index) = SPECS.iter().position(|s| s.key == key) else {
-        pr_err!("{}={}: unknown setting; valid: {}\n", key, value, Keys);
-        return Err(EINVAL);
-    };
-    let (Some(spec), Some(slot)) = (SPECS.get(index), VALUES_NOW.get(index)) else {
-        return Err(EINVAL);
-    };
-    // A registered target's index stays its own only while the registry's
-    // mutex is held: unregistering it resets the setting under the mutex.
-    let old = match spec.kind {
-        Kind::Target(_) => crate::target::locked(|| -> Result<u32> {
-            Ok(slot.swap(parse(spec, value)?, Ordering::Relaxed))
-        })?,
-        _ => slot.swap(parse(spec, value)?, Ordering::Relaxed),
-    };
-    Ok(Change { index, old, spec })
+/// What a `config` write changed, to [`Change::undo`] if what it implies
+/// (rebuilding the clock) fails.
+pub(crate) struct Change {
+    old: Values,
+    /// Whether a setting that rebuilds the clock is among those written.
+    pub(crate) reclock: bool,
 }
 
+impl Change {
+    /// Puts every old value back.
+    pub(crate) fn undo(self) {
+        self.old.store();
+    }
+}
+
+/// Validates every `key=value` pair of `pairs`, then the whole set of
+/// values they would make with `check` (settings that are valid alone but
+/// not together), and only then applies them all. A bad key or value, a
+/// key given twice, or a combination `check` refuses is logged in one line
+/// and gives `EINVAL`; nothing changes. The caller must hold the activity
+/// guard (see [`crate::activity`]).
+pub(crate) fn set_all(pairs: &Pairs<'_>, check: impl Fn(&Values) -> Result) -> Result<Change> {
+    // A registered target's index stays its own only while the registry's
+    // mutex is held: unregistering it resets the setting under the mutex.
+    crate::target::locked(|| {
+        let old = Values::now();
+        let mut new = old;
+        let mut given = [false; SPECS.len()];
+        let mut reclock = false;
+        for (key, value) in pairs.iter() {
+            let Some(index) = SPECS.iter().position(|s| s.key == key) else {
+                pr_err!("{}={}: unknown setting; valid: {}\n", key, value, Keys);
+                return Err(EINVAL);
+            };
+            let (Some(spec), Some(slot), Some(seen)) =
+                (SPECS.get(index), new.0.get_mut(index), given.get_mut(index))
+            else {
+                return Err(EINVAL);
+            };
+            if *seen {
+                pr_err!("config: {} given twice\n", key);
+                return Err(EINVAL);
+            }
+            *seen = true;
+            *slot = parse(spec, value)?;
+            reclock |= spec.reclock;
+        }
+        check(&new)?;
+        new.store();
+        Ok(Change { old, reclock })
+    })
+}
 /// Sets `key` back to its default (a registered target going away). The
 /// caller holds the registry's mutex.
 pub(crate) fn reset(key: Key) {
@@ -351,9 +394,12 @@ pub(crate) fn reset(key: Key) {
 }
 
 /// Applies the module parameters, each setting's default where one was not
-/// given; `EINVAL` (with its log line) for the first bad value.
-pub(crate) fn from_params() -> Result {
-    for (spec, slot) in SPECS.iter().zip(VALUES_NOW.iter()) {
+/// given, once the whole set passes `check`; `EINVAL` (with its log line)
+/// for the first bad value or a combination `check` refuses, and then
+/// nothing is applied.
+pub(crate) fn from_params(check: impl Fn(&Values) -> Result) -> Result {
+    let mut values = Values::now();
+    for (spec, slot) in SPECS.iter().zip(values.0.iter_mut()) {
         let Some(i) = (0..ffi::params::COUNT).find(|&i| ffi::params::name(i) == Some(spec.key))
         else {
             pr_err!(
@@ -364,25 +410,58 @@ pub(crate) fn from_params() -> Result {
             return Err(EINVAL);
         };
         let value = ffi::params::value(i).unwrap_or(spec.default);
-        slot.store(parse(spec, value)?, Ordering::Relaxed);
+        *slot = parse(spec, value)?;
     }
+    check(&values)?;
+    values.store();
     Ok(())
 }
 
-/// Splits a `config` write, `key=value` with an optional trailing newline.
-pub(crate) fn split(input: &[u8]) -> Result<(&str, &str)> {
+/// The `key=value` pairs of one `config` write: at most one per setting.
+pub(crate) struct Pairs<'a> {
+    pairs: [(&'a str, &'a str); SPECS.len()],
+    len: usize,
+}
+
+impl<'a> Pairs<'a> {
+    /// The pairs, in the order written.
+    fn iter(&self) -> impl Iterator<Item = (&'a str, &'a str)> + '_ {
+        self.pairs.iter().take(self.len).copied()
+    }
+}
+
+/// Splits a `config` write: `key=value` pairs separated by spaces or tabs,
+/// with an optional trailing newline. `EINVAL` and one log line for a write
+/// that is not text, has no pair, a pair without `=` or an empty key, or
+/// more pairs than there are settings.
+pub(crate) fn split(input: &[u8]) -> Result<Pairs<'_>> {
+    const WANT: &str = "want key=value, or several separated by spaces";
     let line = crate::parse::strip_newline(input);
     let text = core::str::from_utf8(line).map_err(|_| {
         pr_err!("config: not text\n");
         EINVAL
     })?;
-    match text.split_once('=') {
-        Some((k, v)) if !k.is_empty() => Ok((k, v)),
-        _ => {
-            pr_err!("config: want key=value, one per write\n");
-            Err(EINVAL)
-        }
+    let mut out = Pairs {
+        pairs: [("", ""); SPECS.len()],
+        len: 0,
+    };
+    for word in text.split([' ', '\t']).filter(|w| !w.is_empty()) {
+        let Some((k, v)) = word.split_once('=').filter(|(k, _)| !k.is_empty()) else {
+            pr_err!("config: '{}': {}\n", word, WANT);
+            return Err(EINVAL);
+        };
+        let Some(slot) = out.pairs.get_mut(out.len) else {
+            pr_err!("config: more pairs than the {} settings\n", SPECS.len());
+            return Err(EINVAL);
+        };
+        *slot = (k, v);
+        out.len += 1;
     }
+    if out.len == 0 {
+        pr_err!("config: {}\n", WANT);
+        return Err(EINVAL);
+    }
+    Ok(out)
 }
 
 // ---- rendering ----------------------------------------------------------------------

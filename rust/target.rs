@@ -213,7 +213,7 @@ pub(crate) fn write_name(f: &mut core::fmt::Formatter<'_>, index: usize) -> core
 }
 
 /// The index of the target named `name`, if any. The caller holds the
-/// registry's mutex (see [`settings::set`]) when it keeps the index.
+/// registry's mutex (see [`settings::set_all`]) when it keeps the index.
 pub(crate) fn lookup(name: &str) -> Option<usize> {
     if let Some(i) = BUILTIN.iter().position(|n| *n == name) {
         return Some(i);

@@ -8,9 +8,26 @@
 //! at every step: a clock that went backwards, stood still (a frozen
 //! clock) or reads 0 (no clock running) is refused. Printing a line takes
 //! microseconds, so every step is that long at least. Load nmiclock.ko
-//! first; this module depends on it.
+//! first; this module depends on it. Its declaration of the clock comes
+//! from `include/nmiclock.h`, through bindgen. (`nmiclock_reader.c` reads
+//! the clock in a loop on every CPU: a parameter chooses its CPUs, and
+//! 6.12's Rust `module!` has no parameters.)
 
 use kernel::prelude::*;
+
+/// `include/nmiclock.h`, generated (see `Kbuild`).
+#[allow(
+    dead_code,
+    missing_docs,
+    non_camel_case_types,
+    non_upper_case_globals,
+    unreachable_pub,
+    clippy::all
+)]
+mod nmiclock {
+    use kernel::ffi;
+    include!("nmiclock_target_bindings_generated.rs");
+}
 
 module! {
     type: NmiclockSample,
@@ -20,11 +37,6 @@ module! {
     license: "GPL",
 }
 
-extern "C" {
-    /// Exported GPL by nmiclock.ko: its time in ns, from any context.
-    fn nmiclock_sched_clock() -> u64;
-}
-
 /// Values read and printed on load.
 const READS: u32 = 5;
 
@@ -32,7 +44,7 @@ fn now() -> u64 {
     // SAFETY: `nmiclock_sched_clock()` has no preconditions and may be
     // called from any context; this module links against nmiclock.ko, so it
     // is loaded while we run.
-    unsafe { nmiclock_sched_clock() }
+    unsafe { nmiclock::nmiclock_sched_clock() }
 }
 
 struct NmiclockSample;

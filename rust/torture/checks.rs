@@ -8,14 +8,15 @@
 //! - **exactly**, against the counter: each reading carries the counter
 //!   value it was converted from, so the clock's elapsed time since this
 //!   CPU's base (its last good sample) must be the conversion of the cycles
-//!   between the two reads, within the rounding of the `k` epoch updates
-//!   that took effect in between: `[conv - k, conv + 1]`, derived in
-//!   [`elapsed_bound`] (via [`expected`]). `k` is bounded by the writers'
-//!   publish counts: those begun by the end of this read, less those
-//!   finished before the base's read began ([`kclock::publishes_started`],
-//!   [`kclock::publishes_finished`]). When the conversion changed in
-//!   between (a recalibration, `disturb=conversion`) the bound spans every
-//!   conversion the run published. A read outside it is torn; every check's
+//!   between the two reads: `[conv, conv + 1]`, however many epoch updates
+//!   came in between (the epoch keeps the conversion's remainder), derived
+//!   in [`elapsed_bound`] (via [`expected`]). When the conversion changed
+//!   in between (a recalibration, `disturb=conversion`) the bound spans
+//!   every conversion the run published, and allows 1 ns for each of the
+//!   `k` publishes that took effect in between: `k` is bounded by the
+//!   writers' publish counts, those begun by the end of this read less
+//!   those finished before the base's read began
+//!   ([`kclock::publishes_started`], [`kclock::publishes_finished`]). A read outside it is torn; every check's
 //!   error (0 inside, else how far outside, negative below) goes into a
 //!   signed log2 histogram (`@tear_error_ns`). A torn read is no base: the
 //!   next read is checked against the last good one, so consecutive torn
@@ -248,10 +249,11 @@ pub(crate) fn first_anomaly() -> Option<(u64, u64, u64)> {
 /// the run's starting conversion, in parts per billion (negative: slow).
 /// Task context.
 ///
-/// Each epoch update loses up to 1 ns to rounding (see [`elapsed_bound`]),
-/// so a clock whose epoch moves millions of times a second (the writers,
-/// back to back) runs slow by a few hundred ppm, while one updated rarely
-/// loses nothing measurable: reported, never judged.
+/// The epoch keeps the conversion's remainder (see [`elapsed_bound`]), so
+/// moving it loses nothing, however often the writers move it: 0 but for
+/// what a conversion switch's carried remainder loses (a fraction of a
+/// nanosecond each) or a recalibration's real change of rate. Reported,
+/// never judged.
 pub(crate) fn rate_error_ppb() -> i64 {
     let r = kclock::read();
     let elapsed = r.ns.wrapping_sub(START_NS.load(Ordering::Relaxed));

@@ -548,10 +548,12 @@ impl Installed {
     /// Starts a run that `guard` (a stress run's, possibly nested in
     /// `bench`'s) holds the activity for.
     pub(crate) fn start_with(&self, guard: Guard) -> Result {
-        let from = state();
-        if !move_state(from, State::Starting) {
+        // Only from rest: a stop still tearing a run down (`stopping`)
+        // would otherwise set `done` over the new run's state.
+        if !move_state(State::Idle, State::Starting) && !move_state(State::Done, State::Starting) {
             return Err(EBUSY);
         }
+        BENCH_OWNS_RUN.store(guard.is_nested(), Ordering::Relaxed);
         reset_counters();
         checks::start_run();
         REASON.store(Reason::Duration as u32, Ordering::Relaxed);
@@ -590,7 +592,7 @@ impl Installed {
     /// activity for. Blocking; the settings are not touched.
     pub(crate) fn ceiling(
         &self,
-        guard: Guard,
+        bench: &Guard,
         source: source::Source,
         period_ns: u64,
         ms: u32,
@@ -598,11 +600,16 @@ impl Installed {
         CEILING_SOURCE.store(source as u32, Ordering::Relaxed);
         CEILING_PERIOD_NS.store(period_ns, Ordering::Relaxed);
         CEILING.store(true, Ordering::Release);
-        let started = self.start_with(guard);
+        let started = bench
+            .nest(Activity::Stress)
+            .and_then(|guard| self.start_with(guard));
         if started.is_ok() {
             ffi::cpu::sleep_us(ms.saturating_mul(1_000));
             let _ = stop("bench: NMI ceiling measured (empty handler, its own period)");
             self.wait_stopped();
+            // A target unregistered meanwhile may have stopped the run:
+            // its stop drops the run's guard last.
+            bench.wait_handed_back();
         }
         CEILING.store(false, Ordering::Release);
         started?;
@@ -632,6 +639,22 @@ impl Drop for Installed {
         // debugfs files are gone.
         unsafe { CPUS.uninstall() };
     }
+}
+
+/// Whether the run in progress is one of the bench's own (its guard is
+/// nested in the bench's): only the bench, a target being unregistered or
+/// the module's unload stop it.
+static BENCH_OWNS_RUN: AtomicBool = AtomicBool::new(false);
+
+/// `stop` written to `control`: stops the run in progress, unless there is
+/// none or it is one of the bench's own (`EBUSY` and one log line each:
+/// the bench's ends with the bench, which a signal to its writer ends).
+pub(crate) fn stop_written() -> Result {
+    if running() && BENCH_OWNS_RUN.load(Ordering::Relaxed) {
+        pr_err!("stop: the stress run in progress is the bench's own; it ends with the bench\n");
+        return Err(EBUSY);
+    }
+    stop("stop written to control").inspect_err(|_| pr_err!("stop: no run in progress\n"))
 }
 
 /// Stops the run in progress and logs its End of test line. `EBUSY` if

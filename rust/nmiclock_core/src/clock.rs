@@ -94,11 +94,19 @@ macro_rules! loom_const_fn {
 }
 pub(crate) use loom_const_fn;
 
-/// Everything a read needs (the kernel's `struct clock_read_data`).
+/// Everything a read needs (the kernel's `struct clock_read_data`, and
+/// the sub-nanosecond remainder the kernel's timekeeper keeps as shifted
+/// nanoseconds).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ClockData {
     /// Clock value at the epoch, in ns.
     pub epoch_ns: u64,
+    /// What the epoch's time has beyond `epoch_ns`, in `2^-shift` ns
+    /// (below `2^shift`): the remainder of the conversion that moved the
+    /// epoch there. Kept so that moving the epoch loses nothing: without
+    /// it every epoch update would drop up to 1 ns, and a clock whose epoch
+    /// moves a million times a second would run 1000 ppm slow.
+    pub epoch_frac: u64,
     /// Counter value at the epoch (unmasked).
     pub epoch_cyc: u64,
     /// Cycles to ns multiplier.
@@ -113,9 +121,53 @@ impl ClockData {
     /// The clock value when the counter reads `now`.
     #[inline(always)]
     pub fn ns_at(&self, now: u64) -> u64 {
+        self.epoch_ns.wrapping_add(self.shifted_at(now) >> self.shift.min(63))
+    }
+
+    /// The time from `epoch_ns` to when the counter reads `now`, in
+    /// `2^-shift` ns: the cycles since the epoch converted, plus
+    /// `epoch_frac`. Within [`Self::max_ns`] of the epoch it does not
+    /// overflow (the epoch moves at half that).
+    #[inline(always)]
+    fn shifted_at(&self, now: u64) -> u64 {
         let cyc = now.wrapping_sub(self.epoch_cyc) & self.mask;
-        self.epoch_ns
-            .wrapping_add(cyc_to_ns(cyc, self.mult, self.shift))
+        cyc.wrapping_mul(u64::from(self.mult))
+            .wrapping_add(self.epoch_frac)
+    }
+
+    /// This data with its epoch moved to counter value `now`, losing no
+    /// time: the new epoch's whole nanoseconds go to `epoch_ns`, the
+    /// remainder to `epoch_frac`.
+    #[inline]
+    pub fn moved_to(&self, now: u64) -> Self {
+        let shift = self.shift.min(63);
+        let t = self.shifted_at(now);
+        Self {
+            epoch_ns: self.epoch_ns.wrapping_add(t >> shift),
+            epoch_frac: t & ((1u64 << shift) - 1),
+            epoch_cyc: now,
+            ..*self
+        }
+    }
+
+    /// This data's epoch moved to `now` and switched to conversion
+    /// `(mult, shift)`, with no step in time: the remainder is carried
+    /// over to the new shift (less than `2^-shift` ns of it may be lost).
+    #[inline]
+    pub fn converted_at(&self, now: u64, mult: u32, shift: u32) -> Self {
+        let moved = self.moved_to(now);
+        let (from, to) = (self.shift.min(63), shift.min(63));
+        let frac = if to >= from {
+            moved.epoch_frac << (to - from)
+        } else {
+            moved.epoch_frac >> (from - to)
+        };
+        Self {
+            epoch_frac: frac & ((1u64 << to) - 1),
+            mult,
+            shift,
+            ..moved
+        }
     }
 
     /// Time in ns until a delta can no longer be converted: the counter
@@ -218,6 +270,7 @@ impl<F: FnMut()> Writer for F {
 /// One copy of [`ClockData`], field by field in atomics.
 pub struct SharedData {
     epoch_ns: AtomicU64,
+    epoch_frac: AtomicU64,
     epoch_cyc: AtomicU64,
     mult: AtomicU32,
     shift: AtomicU32,
@@ -230,6 +283,7 @@ impl SharedData {
         pub fn new() -> Self {
             Self {
                 epoch_ns: AtomicU64::new(0),
+                epoch_frac: AtomicU64::new(0),
                 epoch_cyc: AtomicU64::new(0),
                 mult: AtomicU32::new(0),
                 shift: AtomicU32::new(0),
@@ -243,6 +297,7 @@ impl SharedData {
     pub fn load(&self) -> ClockData {
         ClockData {
             epoch_ns: self.epoch_ns.load(Ordering::Relaxed),
+            epoch_frac: self.epoch_frac.load(Ordering::Relaxed),
             epoch_cyc: self.epoch_cyc.load(Ordering::Relaxed),
             mult: self.mult.load(Ordering::Relaxed),
             shift: self.shift.load(Ordering::Relaxed),
@@ -253,7 +308,8 @@ impl SharedData {
     /// Stores every field (relaxed), calling [`Writer::pause`] where a
     /// reader would see a tear.
     ///
-    /// The conversion comes first, then `epoch_cyc` and last `epoch_ns`: a
+    /// The conversion comes first, then `epoch_cyc` and last `epoch_ns`
+    /// (with `epoch_frac` just before it, worth less than 1 ns): a
     /// reader that sees the new `epoch_cyc` with the old `epoch_ns` computes
     /// a time that is early by the whole interval since the old epoch, and
     /// one that sees a new `mult` with the old `shift` or epoch converts
@@ -266,6 +322,7 @@ impl SharedData {
         self.mask.store(d.mask, Ordering::Relaxed);
         self.epoch_cyc.store(d.epoch_cyc, Ordering::Relaxed);
         w.pause();
+        self.epoch_frac.store(d.epoch_frac, Ordering::Relaxed);
         self.epoch_ns.store(d.epoch_ns, Ordering::Relaxed);
     }
 }
@@ -568,7 +625,17 @@ pub trait ClockSource: Sync {
     fn read(&self) -> Reading;
     /// (Re)starts the clock at `start_ns` now, with a new conversion.
     /// Returns false (nothing done) if a writer is busy.
-    fn start(&self, start_ns: u64, mult: u32, shift: u32, mask: u64) -> bool;
+    fn start(&self, start_ns: u64, mult: u32, shift: u32, mask: u64) -> bool {
+        self.start_from(&|| start_ns, mult, shift, mask)
+    }
+    /// (Re)starts the clock with a new conversion, continuing from the time
+    /// `at` gives (another clock's read, or this one's): `at` is called
+    /// after the counter was read for the new epoch, with writers held
+    /// off, so the new epoch's time is no earlier than anything `at` could
+    /// have read at that counter value, and the clock does not step back
+    /// however long the writer had to be waited for. Returns false (nothing
+    /// done, `at` not called) if a writer is busy.
+    fn start_from(&self, at: &dyn Fn() -> u64, mult: u32, shift: u32, mask: u64) -> bool;
     /// Switches to a new conversion without a step in time: the new epoch
     /// is the current counter value and the time the old conversion gives
     /// for that very value (as `sched_clock_register()` does). Returns false
@@ -653,13 +720,15 @@ impl<P: Protection, C: Counter, T: TimeSource> ClockSource for Clock<P, C, T> {
             .read(&self.counter, budget, || self.wait_clock.now_ns())
     }
 
-    fn start(&self, start_ns: u64, mult: u32, shift: u32, mask: u64) -> bool {
+    fn start_from(&self, at: &dyn Fn() -> u64, mult: u32, shift: u32, mask: u64) -> bool {
         if !self.try_lock_writer() {
             return false;
         }
+        let epoch_cyc = self.counter.read();
         let data = ClockData {
-            epoch_ns: start_ns,
-            epoch_cyc: self.counter.read(),
+            epoch_ns: at(),
+            epoch_frac: 0,
+            epoch_cyc,
             mult,
             shift,
             mask,
@@ -675,13 +744,7 @@ impl<P: Protection, C: Counter, T: TimeSource> ClockSource for Clock<P, C, T> {
         }
         let old = self.prot.published();
         let now = self.counter.read();
-        let data = ClockData {
-            epoch_ns: old.ns_at(now),
-            epoch_cyc: now,
-            mult,
-            shift,
-            ..old
-        };
+        let data = old.converted_at(now, mult, shift);
         self.prot.publish(&data, w);
         self.unlock_writer();
         true
@@ -697,11 +760,7 @@ impl<P: Protection, C: Counter, T: TimeSource> ClockSource for Clock<P, C, T> {
         let result = if (elapsed as i64) < 0 {
             EpochUpdate::CounterBehind
         } else {
-            let new = ClockData {
-                epoch_ns: old.ns_at(now),
-                epoch_cyc: now,
-                ..old
-            };
+            let new = old.moved_to(now);
             self.prot.publish(&new, w);
             // Readers of the old epoch, until the window closed, may have
             // wrapped if the counter had passed a whole wrap by then: a
@@ -731,34 +790,38 @@ impl<P: Protection, C: Counter, T: TimeSource> ClockSource for Clock<P, C, T> {
 /// them, the clock having used only the `conversions` given
 /// (`(mult, shift)` pairs).
 ///
-/// A read is `E + floor((c - e) * x)` with `x = mult / 2^shift`, and each
-/// update makes the next epoch `E' = E + floor((e' - e) * x)`. Over `k`
-/// updates the elapsed time is a sum of `k + 1` floors less one, of
-/// quantities whose sum is the exact `cycles * x`: each floor loses less
-/// than 1 ns and the one subtracted less than 1 ns too, so the elapsed time
-/// lies strictly between `cycles * x - k - 1` and `cycles * x + 1`. With
-/// `conv = floor(cycles * x)`, the integer interval is `[conv - k,
-/// conv + 1]`. When the conversion changed in between, the part before the
-/// change goes at one rate and the rest at the other: the ends are taken
-/// over every conversion. No `conversions` gives `(0, 1)` less
-/// `publishes`. Nothing here can panic; the multiply is the full 96-bit
-/// one.
+/// A read is `E + floor((c - e) * x + f)` with `x = mult / 2^shift` and
+/// `f` the epoch's remainder (`epoch_frac`, below 1 ns), and an update
+/// moves the epoch exactly: `E' + f' = E + f + (e' - e) * x`
+/// ([`ClockData::moved_to`]). So with one conversion the reads are two
+/// floors of one exact line, `cycles * x` apart: with `conv = floor(cycles
+/// * x)`, the elapsed time is `conv` or `conv + 1`, however many updates
+/// came in between. A switch of conversion carries the remainder to the
+/// new shift and may lose a fraction of a nanosecond; and the part before
+/// it goes at one rate, the rest at the other. So with more than one
+/// conversion the ends are taken over every conversion, and the low end
+/// allows up to 1 ns per publish: `[min conv - publishes, max conv + 1]`.
+/// No `conversions` gives `(0, 1)` less `publishes`. Nothing here can
+/// panic; the multiply is the full 96-bit one.
 pub fn elapsed_bound(
     cycles: u64,
     publishes: u64,
     conversions: impl Iterator<Item = (u32, u32)>,
 ) -> (i64, i64) {
     let (mut lo, mut hi) = (u64::MAX, 0u64);
+    let mut n = 0u32;
     for (mult, shift) in conversions {
         let conv = mul_u64_u32_shr(cycles, mult, shift);
         lo = lo.min(conv);
         hi = hi.max(conv);
+        n = n.saturating_add(1);
     }
     if lo > hi {
         lo = hi;
     }
+    let slack = if n == 1 { 0 } else { publishes };
     (
-        (lo as i64).wrapping_sub(publishes as i64),
+        (lo as i64).wrapping_sub(slack as i64),
         (hi as i64).wrapping_add(1),
     )
 }

@@ -35,6 +35,7 @@ fn no_time() -> u64 {
 
 const OLD: ClockData = ClockData {
     epoch_ns: 1_000,
+    epoch_frac: 0,
     epoch_cyc: 500_000,
     mult: 1,
     shift: 0,
@@ -43,6 +44,7 @@ const OLD: ClockData = ClockData {
 
 const NEW: ClockData = ClockData {
     epoch_ns: 2_000,
+    epoch_frac: 0,
     epoch_cyc: 700_000,
     mult: 1,
     shift: 0,

@@ -37,6 +37,50 @@ t_control_config() {
 	return $ret
 }
 
+# Settings valid alone but not together: the epoch timer pauses
+# tear_window_ns twice per update in hard-IRQ and may spend at most a tenth
+# of its period there, so a narrow counter (an update every few us) takes
+# no long pause. Refused at load and in config with EINVAL and one line
+# naming both; a config write of several pairs is applied all or none, so
+# a valid pair is reached from a state where neither key alone is valid.
+t_config_combination() {
+	wait_clocksource
+	ret=0
+	mark combo
+	err=$(insmod "$module" counter_bits=16 tear_window_ns=1000000 2>&1) &&
+		{ echo "insmod counter_bits=16 tear_window_ns=1000000 loaded"; unload; ret=1; }
+	case $err in *"Invalid argument"*) ;; *) echo "insmod: want EINVAL, got: $err"; ret=1 ;; esac
+	# One line per load attempt (busybox's insmod tries finit_module,
+	# then init_module: two), and no other.
+	n=$(log_since combo | grep 'nmiclock: ' | grep -vc 'counter_bits=16 tear_window_ns=1000000: the epoch timer would spend')
+	log_since combo | grep -q 'counter_bits=16 tear_window_ns=1000000: the epoch timer would spend' ||
+		{ echo "no log line names the pair at load"; ret=1; }
+	[ "$n" = 0 ] || { echo "$n other log lines at the refused load"; ret=1; }
+	load counter_bits=16 || { echo "insmod counter_bits=16 failed"; return 1; }
+	cfg=$(cat "$DIR/config")
+	for v in tear_window_ns=1000000 "clock=seqcount tear_window_ns=1000000" \
+		"tear_window_ns=100000 clock=seqcount" "clock=seqcount clock=latch" \
+		"clock=seqcount bogus" "clock=seqcount bogus=1" "acct=racy counter_bits=8"; do
+		mark "combo-$v"
+		expect_refused config "$v" "Invalid argument" || ret=1
+		n=$(log_since "combo-$v" | grep -c 'nmiclock: ')
+		[ "$n" = 1 ] || { echo "config '$v': $n log lines, want 1"; ret=1; }
+	done
+	[ "$(cat "$DIR/config")" = "$cfg" ] || { echo "refused config writes changed it"; ret=1; }
+	# Neither key alone gets from counter_bits=16 to this valid pair.
+	echo "counter_bits=32 tear_window_ns=50000 clock=seqcount" >"$DIR/config" ||
+		{ echo "a valid set of three refused"; ret=1; }
+	stats_copy "$DIR/stats" "$(scratch)"
+	[ "$st_counter_bits $st_tear_window_ns $st_clock" = "32 50000 seqcount" ] ||
+		{ echo "applied: $st_counter_bits $st_tear_window_ns $st_clock, want 32 50000 seqcount"; ret=1; }
+	echo "update_interval_ns at counter_bits=32: $st_update_interval_ns"
+	expect_refused config counter_bits=16 "Invalid argument" || ret=1
+	echo "tear_window_ns=0 counter_bits=16" >"$DIR/config" || { echo "back to counter_bits=16 refused"; ret=1; }
+	says "$DIR/config" counter_bits 16 || { echo "counter_bits=16 not applied"; ret=1; }
+	unload || ret=1
+	return $ret
+}
+
 # snapshot: what a refused write must not change.
 snapshot() {
 	cat "$DIR/config" "$DIR/control"
@@ -191,6 +235,58 @@ t_bench() {
 	return $ret
 }
 
+# The bench's own stress runs (its NMI handler and ceiling runs) end with
+# the bench: a stop written to control meanwhile gets EBUSY and one line.
+# A target they read being unregistered stops them; the bench waits for
+# that stop and goes on. Then every activity starts again and everything
+# unloads. Each try catches one of the bench's runs (3 tries at most: on
+# a loaded host the bench may end before the writes).
+t_bench_stopped() {
+	c=$(sample_ko nmiclock_target_c) || { echo "the target samples are not built"; return 1; }
+	wait_clocksource
+	load counter_bits=32 || { echo "insmod failed"; return 1; }
+	ret=0
+	insmod "$c" || { unload; echo "insmod $c failed"; return 1; }
+	caught=0
+	for try in 1 2 3; do
+		is_loaded nmiclock_target_c || insmod "$c" || { echo "insmod $c failed"; ret=1; break; }
+		echo target=sample_c_latch >"$DIR/config" || { echo "target=sample_c_latch refused"; ret=1; break; }
+		mark "bench-stop-$try"
+		(echo "loops=100 nruns=1" >"$DIR/bench") &
+		pid=$!
+		i=0
+		while ! state_is "$DIR/control" running && [ $i -lt 300 ]; do sleep 0.05; i=$((i + 1)); done
+		if state_is "$DIR/control" running; then
+			expect_refused control stop "resource busy" || ret=1
+			echo sample_c_latch >/sys/module/nmiclock_target_c/parameters/unregister ||
+				{ echo "unregistering failed"; ret=1; }
+			caught=1
+		fi
+		wait "$pid" || { echo "the bench failed (try $try)"; ret=1; }
+		[ $caught = 1 ] && break
+		echo "try $try: never saw the bench's runs"
+	done
+	[ $caught = 1 ] || { echo "never caught the bench's runs"; ret=1; }
+	log=$(log_since "bench-stop-$try")
+	printf '%s\n' "$log" | grep -E 'nmiclock: (stop:|stopped|target|End of test|bench)' |
+		sed 's/^\[[^]]*\] //' | cut -c1-160
+	printf '%s\n' "$log" | grep -q "stop: the stress run in progress is the bench's own" ||
+		{ echo "no log line refusing the stop"; ret=1; }
+	printf '%s\n' "$log" | grep -q 'bench: done in ' || { echo "the bench did not finish"; ret=1; }
+	printf '%s\n' "$log" | grep -q 'ended while not the activity' && { echo "a guard was dropped out of turn"; ret=1; }
+	says "$DIR/stats" activity none || { echo "activity $(stat_value "$DIR/stats" activity) left after the bench"; ret=1; }
+	# Every activity starts again.
+	for w in "check 100" "acct 100" "wake 100" "bench loops=100 nruns=1" "config counter_bits=32"; do
+		echo "${w#* }" >"$DIR/${w%% *}" || { echo "${w%% *} ${w#* } refused after the bench"; ret=1; }
+	done
+	echo start >"$DIR/control" || { echo "start refused after the bench"; ret=1; }
+	echo stop >"$DIR/control" || { echo "stop refused"; ret=1; }
+	unload_all || ret=1
+	left=$(left_behind)
+	[ -z "$left" ] || { echo "$left"; ret=1; }
+	return $ret
+}
+
 # refused_during WHAT NAME ACTIVITY: while WHAT (a blocking activity, or a
 # stress run) is in progress, config and every other activity get EBUSY,
 # one log line each naming what runs (NAME, a regex: bench runs a stress run
@@ -334,6 +430,8 @@ interrupted() {
 }
 
 case_add t_control_config "control and config: wrong state EBUSY, bad input EINVAL, nothing changed"
+case_add t_config_combination "settings valid alone but not together refused at load and in config; several pairs applied all or none"
 case_add t_activities "one activity at a time: during check, acct, bench and a stress run, config and every other activity get EBUSY, nothing changed; a signal ends each blocking one"
 case_add t_hostile_writes "hostile input: malformed writes to every writable file refused, nothing changed"
 case_add t_bench "bench: every row and phase measured, refscale tables, bad input and wrong state refused"
+case_add t_bench_stopped "bench: its own runs refuse a stop, end when their target is unregistered, and every activity starts again"

@@ -252,6 +252,46 @@ t_sample() {
 	return $ret
 }
 
+# The exported clock never steps back, whatever nmiclock does to it: with
+# nmiclock_reader reading nmiclock_sched_clock() back to back on every CPU,
+# REBUILDS config writes each rebuild the clock (counter_bits and clock
+# switched to and fro, one key a write; the counter stays the ordered one:
+# a bare counter read may go back across CPUs on real hardware), and the
+# reader must count no step back on any CPU nor across CPUs, and have read
+# all the while.
+REBUILDS=400
+t_rebuild_monotonic() {
+	r=$(dirname "$sample")/nmiclock_reader.ko
+	[ -e "$r" ] || { echo "SKIP: $r not found"; return 4; }
+	load || { echo "insmod nmiclock failed"; return 1; }
+	ret=0
+	insmod "$r" || { unload; echo "insmod $r failed"; return 1; }
+	i=0
+	while [ $i -lt $REBUILDS ]; do
+		case $((i % 4)) in
+		0) w=counter_bits=63 ;;
+		1) w=clock=seqcount ;;
+		2) w=counter_bits=64 ;;
+		3) w=clock=latch ;;
+		esac
+		echo "$w" >"$DIR/config" || { echo "config $w refused"; ret=1; break; }
+		i=$((i + 1))
+	done
+	read -r report </sys/module/nmiclock_reader/parameters/report
+	echo "$i rebuilds; reader: $report"
+	rmmod nmiclock_reader || { echo "rmmod nmiclock_reader failed"; ret=1; }
+	unload || ret=1
+	case $report in
+	*" back_cpu=0 "*" back_cross=0 "*) ;;
+	*) echo "the exported clock stepped back"; ret=1 ;;
+	esac
+	reads=${report#reads=}
+	reads=${reads%% *}
+	{ is_number "$reads" && [ "$reads" -ge $((REBUILDS * 10)) ]; } ||
+		{ echo "the reader read $reads times, want $((REBUILDS * 10)) at least"; ret=1; }
+	return $ret
+}
+
 t_bad_params() {
 	ret=0 seen=
 	for p in clock=bogus clock= clock=LATCH counter=rdtsc counter= acct=bogus acct= \
@@ -349,4 +389,5 @@ case_add t_nothing_left "rmmod leaves nothing behind"
 case_add t_cycles "$cycles load/unload cycles"
 case_add t_variants "every clock variant loads and says so"
 case_add t_sample "sample consumer loads, reads and unloads"
+case_add t_rebuild_monotonic "the exported clock never steps back on any CPU or across CPUs during $REBUILDS config rebuilds"
 case_add t_bad_params "bad module parameters: EINVAL, a log line, nothing loaded"
