@@ -53,6 +53,7 @@ use crate::activity::Guard;
 use crate::arch::{Bare, Ordered};
 use crate::clock::{
     Clock, ClockData, ClockSource, EpochUpdate, Latch, Protection, Reading, Seqcount, Unprotected,
+    Window, Writer,
 };
 use crate::counter::{mask_for_bits, Counter};
 use crate::coverage::Marker;
@@ -330,14 +331,24 @@ pub(crate) fn update_epoch() {
         return;
     };
     let pause = settings::get(Key::TearWindowNs);
-    let outcome = counted_publish(|| clock.update_epoch(&mut Marker::here(pause)));
+    let mut w = Announcing {
+        marker: Marker::here(pause),
+        announced: false,
+    };
+    let outcome = counted_publish(|| clock.update_epoch(&mut w));
+    if let EpochUpdate::Updated { overrun: true } = outcome {
+        // Late by a wrap only once its window had closed: readers of the
+        // old epoch in it were told by their own reading (`late_epoch`).
+        if !w.announced {
+            OVERRUNS.fetch_add(1, Ordering::SeqCst);
+        }
+    }
     if let Some(s) = STATS.this_cpu() {
         match outcome {
             EpochUpdate::Updated { overrun } => {
                 inc(&s.epoch_updates, 1);
                 if overrun {
                     inc(&s.wrap_overruns, 1);
-                    OVERRUNS.fetch_add(1, Ordering::AcqRel);
                 }
             }
             EpochUpdate::Busy | EpochUpdate::CounterBehind => inc(&s.update_skips, 1),
@@ -345,14 +356,44 @@ pub(crate) fn update_epoch() {
     }
 }
 
+/// The writer of an epoch update: the coverage marks and pauses of
+/// [`Marker`], and an overrun counted in [`OVERRUNS`] before the update
+/// that loses the wraps is published, so that a reader who sees the new
+/// epoch sees the count moved too (the stress run's checks then span no
+/// such update).
+struct Announcing {
+    marker: Marker,
+    announced: bool,
+}
+
+impl Writer for Announcing {
+    fn enter(&mut self, window: Window) {
+        self.marker.enter(window);
+    }
+
+    fn pause(&mut self) {
+        self.marker.pause();
+    }
+
+    fn leave(&mut self) {
+        self.marker.leave();
+    }
+
+    fn overrun(&mut self) {
+        OVERRUNS.fetch_add(1, Ordering::SeqCst);
+        self.announced = true;
+    }
+}
+
 /// Epoch updates that came more than a whole wrap late, on all CPUs: time
 /// lost across them, whatever the protection.
 static OVERRUNS: AtomicU64 = AtomicU64::new(0);
 
-/// [`OVERRUNS`] now. Any context.
+/// [`OVERRUNS`] now (sequentially consistent with its announcement before
+/// the publish, and with the checks' high-water mark). Any context.
 #[inline]
 pub(crate) fn overruns() -> u64 {
-    OVERRUNS.load(Ordering::Acquire)
+    OVERRUNS.load(Ordering::SeqCst)
 }
 
 /// The conversion the running clock was started with, the base of

@@ -107,6 +107,9 @@ pub(crate) struct Cpu {
     pub(crate) hits_local: AtomicU64,
     pub(crate) hits_remote: AtomicU64,
     pub(crate) stable_copy: AtomicU64,
+    /// Samples whose epoch was more than a wrap old when read (see
+    /// [`Reading::late_epoch`]): not checked.
+    pub(crate) late_reads: AtomicU64,
     /// The last good sample: the base of the next checks.
     base_ns: AtomicU64,
     base_cyc: AtomicU64,
@@ -115,8 +118,10 @@ pub(crate) struct Cpu {
     base_ref_lo: AtomicU64,
     base_ref_hi: AtomicU64,
     has_base: AtomicBool,
-    /// The previous sample's value, for the backwards check.
+    /// The previous sample's value, for the backwards check, and the
+    /// overrun count it was read under.
     prev_ns: AtomicU64,
+    prev_overruns: AtomicU64,
     pub(crate) hist: [AtomicU64; HIST_BUCKETS],
     pub(crate) err_hist: [AtomicU64; ERR_BUCKETS],
 }
@@ -141,6 +146,7 @@ impl Default for Cpu {
             hits_local: AtomicU64::new(0),
             hits_remote: AtomicU64::new(0),
             stable_copy: AtomicU64::new(0),
+            late_reads: AtomicU64::new(0),
             base_ns: AtomicU64::new(0),
             base_cyc: AtomicU64::new(0),
             base_finished: AtomicU64::new(0),
@@ -149,6 +155,7 @@ impl Default for Cpu {
             base_ref_hi: AtomicU64::new(0),
             has_base: AtomicBool::new(false),
             prev_ns: AtomicU64::new(0),
+            prev_overruns: AtomicU64::new(0),
             hist: [const { AtomicU64::new(0) }; HIST_BUCKETS],
             err_hist: [const { AtomicU64::new(0) }; ERR_BUCKETS],
         }
@@ -176,6 +183,7 @@ impl Cpu {
             &self.hits_local,
             &self.hits_remote,
             &self.stable_copy,
+            &self.late_reads,
         ] {
             a.store(0, Ordering::Relaxed);
         }
@@ -192,8 +200,15 @@ impl Cpu {
     }
 }
 
-/// The highest time any CPU's sample has read.
+/// The highest time any CPU's sample has read since the overrun count
+/// was [`HIGH_WATER_GEN`] (0: none yet).
 static HIGH_WATER: AtomicU64 = AtomicU64::new(0);
+/// The overrun count ([`kclock::overruns`]) under which [`HIGH_WATER`] was
+/// gathered: an overrun loses whole wraps, so no read after it compares
+/// with a value from before. Sequentially consistent with the count's
+/// announcement, so that a value from before never outlives the reset (see
+/// [`raise_high_water`]).
+static HIGH_WATER_GEN: AtomicU64 = AtomicU64::new(0);
 /// `ktime_get_raw_fast_ns()` when the run started.
 static START_REF: AtomicU64 = AtomicU64::new(0);
 /// The clock's conversion when the run started, to time reads.
@@ -216,7 +231,8 @@ pub(crate) static NMI_HANDLER_NS: LatHist = LatHist::new();
 
 /// Prepares the checks for a new run (not while one samples).
 pub(crate) fn start_run() {
-    HIGH_WATER.store(0, Ordering::Relaxed);
+    HIGH_WATER.store(0, Ordering::SeqCst);
+    HIGH_WATER_GEN.store(kclock::overruns(), Ordering::SeqCst);
     NMI_HANDLER_NS.clear();
     kclock::reset_conversions();
     let (mult, shift) = kclock::conversion_in_use();
@@ -427,8 +443,9 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
         inc(&c.nmi_samples);
     }
     // The highest time seen anywhere, before our own read: a read that
-    // follows it must not be older.
-    let high = HIGH_WATER.load(Ordering::Acquire);
+    // follows it must not be older (if no overrun came in between).
+    let high_gen = HIGH_WATER_GEN.load(Ordering::SeqCst);
+    let high = HIGH_WATER.load(Ordering::SeqCst);
     // The reference is read on both sides of the clock, so that whatever
     // comes between (in a VM: the host descheduling the vCPU) widens the
     // window instead of looking like a torn read.
@@ -448,8 +465,22 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
     }
     let ns = r.ns;
     let at = since_start(ref_hi);
+    // A wrap lost (an epoch update more than a wrap late) moves time back
+    // whole wraps whatever the protection: a read of an epoch already a
+    // wrap old has lost them itself, and is not checked; no check spans
+    // an overrun either: each re-bases after one.
+    if r.late_epoch {
+        inc(&c.late_reads);
+        c.forget();
+        acct_update(ctx, 0);
+        return;
+    }
+    let same = kclock::overruns() == overruns;
     let mut good = true;
-    if c.has_base.load(Ordering::Relaxed) {
+    if c.has_base.load(Ordering::Relaxed)
+        && same
+        && c.prev_overruns.load(Ordering::Relaxed) == overruns
+    {
         let prev = c.prev_ns.load(Ordering::Relaxed);
         if ns < prev {
             inc(&c.backwards);
@@ -457,11 +488,9 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
             anomaly(Kind::Backwards, ctx, ns, prev, &r, at);
         }
     }
-    // A wrap lost since the base (an epoch update more than a wrap late)
-    // moves time back a wrap whatever the protection: no check spans it.
     if c.has_base.load(Ordering::Relaxed)
         && c.base_overruns.load(Ordering::Relaxed) == overruns
-        && kclock::overruns() == overruns
+        && same
     {
         let base = c.base_ns.load(Ordering::Relaxed);
         let d = ns.wrapping_sub(base) as i64;
@@ -492,16 +521,19 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
             anomaly(Kind::Reference, ctx, ns, against, &r, at);
         }
     }
-    if ns < high {
+    if same && high_gen == overruns && ns < high {
         inc(&c.cross);
         anomaly(Kind::CrossCpu, ctx, ns, high, &r, at);
     }
-    HIGH_WATER.fetch_max(ns, Ordering::Release);
+    if same {
+        raise_high_water(ns, overruns);
+    }
     if r.stalled {
         first(at);
         anomaly::record(Kind::Stall, ctx, ns, 0, &r, at);
     }
     c.prev_ns.store(ns, Ordering::Relaxed);
+    c.prev_overruns.store(overruns, Ordering::Relaxed);
     if good || !c.has_base.load(Ordering::Relaxed) {
         // A torn read is no base: the next read is checked against the
         // last good one, so consecutive torn reads each count.
@@ -514,6 +546,34 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
         c.has_base.store(true, Ordering::Relaxed);
     }
     acct_update(ctx, 0);
+}
+
+/// Raises [`HIGH_WATER`] to `ns`, a read made under overrun count
+/// `overruns`. The first read under a newer count resets it; a read from
+/// under an older one changes nothing, and one whose count moved on while
+/// it raised the mark takes its value back, so a value from before an
+/// overrun never stands after it (at worst a comparison is missed). Every
+/// step is sequentially consistent with the count's announcement, which
+/// comes before the update that loses the wraps is published.
+fn raise_high_water(ns: u64, overruns: u64) {
+    let gen = HIGH_WATER_GEN.load(Ordering::SeqCst);
+    if gen != overruns {
+        if kclock::overruns() != overruns {
+            return;
+        }
+        if HIGH_WATER_GEN
+            .compare_exchange(gen, overruns, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            HIGH_WATER.store(0, Ordering::SeqCst);
+        } else if HIGH_WATER_GEN.load(Ordering::SeqCst) != overruns {
+            return;
+        }
+    }
+    HIGH_WATER.fetch_max(ns, Ordering::SeqCst);
+    if kclock::overruns() != overruns {
+        let _ = HIGH_WATER.compare_exchange(ns, 0, Ordering::SeqCst, Ordering::SeqCst);
+    }
 }
 
 /// A step back of a target's read against `against` (the previous read on

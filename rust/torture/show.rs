@@ -74,6 +74,7 @@ struct Totals {
     hits_local: u64,
     hits_remote: u64,
     stable_copy: u64,
+    late_reads: u64,
     torn: u64,
     ref_mismatches: u64,
     backwards: u64,
@@ -110,6 +111,7 @@ impl Totals {
             hits_local: CPUS.sum(|c| &c.checks.hits_local),
             hits_remote: CPUS.sum(|c| &c.checks.hits_remote),
             stable_copy: CPUS.sum(|c| &c.checks.stable_copy),
+            late_reads: CPUS.sum(|c| &c.checks.late_reads),
             torn: CPUS.sum(|c| &c.checks.torn),
             ref_mismatches: CPUS.sum(|c| &c.checks.ref_mismatches),
             backwards: CPUS.sum(|c| &c.checks.backwards),
@@ -159,7 +161,7 @@ impl Totals {
     /// The counts of the run's own (the clock's and acct's are in `stats`
     /// already, under the same names), each with the runs it means
     /// something for.
-    fn own(&self) -> [(&'static str, u64, For); 21] {
+    fn own(&self) -> [(&'static str, u64, For); 22] {
         let (updates, skips) = target::update_counts();
         [
             ("samples", self.samples, For::All),
@@ -170,6 +172,7 @@ impl Totals {
             ("window_hits_remote", self.hits_remote, For::All),
             ("stable_copy_reads", self.stable_copy, For::Nmiclock),
             ("torn_reads", self.torn, For::Nmiclock),
+            ("wrap_late_reads", self.late_reads, For::Nmiclock),
             ("reference_mismatches", self.ref_mismatches, For::All),
             ("backwards", self.backwards, For::All),
             ("cross_cpu_backwards", self.cross, For::All),

@@ -121,7 +121,8 @@ impl ClockData {
     /// The clock value when the counter reads `now`.
     #[inline(always)]
     pub fn ns_at(&self, now: u64) -> u64 {
-        self.epoch_ns.wrapping_add(self.shifted_at(now) >> self.shift.min(63))
+        self.epoch_ns
+            .wrapping_add(self.shifted_at(now) >> self.shift.min(63))
     }
 
     /// The time from `epoch_ns` to when the counter reads `now`, in
@@ -259,6 +260,11 @@ pub trait Writer {
     fn pause(&mut self) {}
     /// The stretch is over: the update is whole again.
     fn leave(&mut self) {}
+    /// The update about to be published comes more than a whole counter
+    /// wrap after the epoch it replaces, so whole wraps are lost (see
+    /// [`EpochUpdate::Updated`]). Called before the publish, so that a
+    /// reader that sees the new epoch can have heard of the loss first.
+    fn overrun(&mut self) {}
 }
 
 impl<F: FnMut()> Writer for F {
@@ -349,6 +355,28 @@ pub struct Reading {
     pub retries: u32,
     /// The read gave up waiting for the writer: its value may be torn.
     pub stalled: bool,
+    /// The epoch read was more than a whole counter wrap old (the counter,
+    /// read unmasked, had passed `mask` since it): the masked delta lost
+    /// whole wraps, so the value is early by them, whatever the protection.
+    /// Not a tear: the epoch update came too late (see [`EpochUpdate`]).
+    pub late_epoch: bool,
+}
+
+impl Reading {
+    /// A read of `d` at counter value `now`, validated against nothing yet.
+    #[inline(always)]
+    fn of(d: &ClockData, now: u64) -> Self {
+        let since = now.wrapping_sub(d.epoch_cyc);
+        Self {
+            ns: d.ns_at(now),
+            now_cyc: now,
+            epoch_ns: d.epoch_ns,
+            mult: d.mult,
+            shift: d.shift,
+            late_epoch: (since as i64) > 0 && since > d.mask,
+            ..Self::default()
+        }
+    }
 }
 
 /// Retries after which a read gives up and reports a stall: no real writer
@@ -440,15 +468,11 @@ impl Protection for Latch {
             let again = self.seq.load(Ordering::Relaxed) != seq;
             if !again || retries >= MAX_RETRIES {
                 return Reading {
-                    ns: d.ns_at(now),
-                    now_cyc: now,
-                    epoch_ns: d.epoch_ns,
-                    mult: d.mult,
-                    shift: d.shift,
                     seq,
                     copy: seq & 1,
                     retries,
                     stalled: again,
+                    ..Reading::of(&d, now)
                 };
             }
             retries += 1;
@@ -517,15 +541,11 @@ impl Protection for Seqcount {
             let again = self.seq.load(Ordering::Relaxed) != seq;
             if stalled || !again || retries >= MAX_RETRIES {
                 return Reading {
-                    ns: d.ns_at(now),
-                    now_cyc: now,
-                    epoch_ns: d.epoch_ns,
-                    mult: d.mult,
-                    shift: d.shift,
                     seq,
                     copy: 0,
                     retries,
                     stalled: stalled || again,
+                    ..Reading::of(&d, now)
                 };
             }
             retries += 1;
@@ -573,14 +593,7 @@ impl Protection for Unprotected {
     fn read<C: Counter, N: FnMut() -> u64>(&self, counter: &C, _: SpinBudget, _: N) -> Reading {
         let d = self.data.load();
         let now = counter.read();
-        Reading {
-            ns: d.ns_at(now),
-            now_cyc: now,
-            epoch_ns: d.epoch_ns,
-            mult: d.mult,
-            shift: d.shift,
-            ..Reading::default()
-        }
+        Reading::of(&d, now)
     }
 
     fn publish(&self, data: &ClockData, w: &mut dyn Writer) {
@@ -761,6 +774,9 @@ impl<P: Protection, C: Counter, T: TimeSource> ClockSource for Clock<P, C, T> {
             EpochUpdate::CounterBehind
         } else {
             let new = old.moved_to(now);
+            if elapsed > old.mask {
+                w.overrun();
+            }
             self.prot.publish(&new, w);
             // Readers of the old epoch, until the window closed, may have
             // wrapped if the counter had passed a whole wrap by then: a

@@ -372,7 +372,11 @@ fn epoch_updates_lose_no_time() {
         for i in 0..1_000u64 {
             now += 1_000 + rng.next() % 1_000;
             C9.set(now);
-            let (m, s) = if i % 2 == 0 { (m2, s2) } else { (ms.mult, ms.shift) };
+            let (m, s) = if i % 2 == 0 {
+                (m2, s2)
+            } else {
+                (ms.mult, ms.shift)
+            };
             assert!(clock.recalibrate(m, s, &mut || {}));
         }
         let exact = 5_000 + ((u128::from(now - 1_000) * u128::from(ms.mult)) >> ms.shift) as u64;
@@ -382,6 +386,66 @@ fn epoch_updates_lose_no_time() {
             "{khz} kHz: {read} after conversion switches, exact {exact}"
         );
     }
+}
+
+static C10: FakeCounter = FakeCounter::new(0);
+
+/// A read whose epoch is more than a wrap old says so (its value lost the
+/// wraps: not a tear), one within a wrap does not, nor one whose counter
+/// is behind the epoch; and an update that comes more than a wrap late
+/// tells its writer before it publishes.
+#[test]
+fn a_late_epoch_is_flagged_and_its_overrun_announced_first() {
+    let mask = mask_for_bits(16).unwrap();
+    let clock = Clock::new(Latch::new(), Shared(&C10), no_time as fn() -> u64);
+    C10.set(100_000);
+    assert!(clock.start(0, 1, 0, mask));
+    C10.set(100_000 + mask);
+    assert!(!clock.read().late_epoch, "within a wrap");
+    C10.set(100_000 + mask + 1);
+    let r = clock.read();
+    assert!(r.late_epoch, "a whole wrap past the epoch");
+    assert_eq!(r.ns, 0, "the masked delta lost the wrap");
+    C10.set(99_000);
+    assert!(
+        !clock.read().late_epoch,
+        "a counter behind the epoch is not late"
+    );
+    struct Announce<'a> {
+        clock: &'a dyn ClockSource,
+        seen_before_publish: Option<u64>,
+    }
+    impl Writer for Announce<'_> {
+        fn overrun(&mut self) {
+            self.seen_before_publish = Some(self.clock.data().epoch_cyc);
+        }
+    }
+    C10.set(100_000 + 3 * (mask + 1) + 5);
+    let mut w = Announce {
+        clock: &clock,
+        seen_before_publish: None,
+    };
+    assert_eq!(
+        clock.update_epoch(&mut w),
+        EpochUpdate::Updated { overrun: true }
+    );
+    assert_eq!(
+        w.seen_before_publish,
+        Some(100_000),
+        "announced after the publish"
+    );
+    assert!(!clock.read().late_epoch);
+    // An update within a wrap announces nothing.
+    C10.set(C10.read() + 1_000);
+    let mut w = Announce {
+        clock: &clock,
+        seen_before_publish: None,
+    };
+    assert_eq!(
+        clock.update_epoch(&mut w),
+        EpochUpdate::Updated { overrun: false }
+    );
+    assert_eq!(w.seen_before_publish, None);
 }
 
 static C8: FakeCounter = FakeCounter::new(0);
@@ -625,7 +689,10 @@ fn elapsed_time_stays_within_the_derived_bound_across_updates() {
                 at_hi += 1;
             }
             if !switch {
-                assert!(hi - lo == 1, "one conversion: the bound is [conv, conv + 1]");
+                assert!(
+                    hi - lo == 1,
+                    "one conversion: the bound is [conv, conv + 1]"
+                );
             }
         }
         assert!(
