@@ -3,7 +3,7 @@
 //! The acct-integrals updater in the module, around the kernel-independent
 //! [`crate::acct`]:
 //!
-//! - the three strategies in one table ([`STRATEGIES`], names and
+//! - the three strategies in one table (`strategies!`, names and
 //!   statically dispatched updates from one list), one selected by the
 //!   setting `acct` (`irqsave` disables interrupts with
 //!   `local_irq_save()`);
@@ -37,6 +37,7 @@ use crate::acct::{
     AcctRecord, AcctStrategy, Cmpxchg, IrqExclusion, IrqSave, Outcome, Racy, Update, Verdict,
 };
 use crate::activity::{Activity, Guard, LastRun};
+use crate::choices::{same, Acct, Choice};
 use crate::ffi;
 use crate::ffi::cpu::Context;
 use crate::ffi::hrtimer::HrTimer;
@@ -46,7 +47,7 @@ use crate::percpu::PerCpu;
 use crate::settings::{self, Key};
 
 /// `local_irq_save()` around the update.
-struct KernelIrqs;
+pub(crate) struct KernelIrqs;
 
 impl IrqExclusion for KernelIrqs {
     #[inline]
@@ -55,34 +56,46 @@ impl IrqExclusion for KernelIrqs {
     }
 }
 
-/// Declares the strategies: their names ([`STRATEGIES`], the values of the
-/// setting `acct`) and [`update_with`], which runs one by index with a
-/// `match` (statically dispatched: NMI context calls it).
+/// Declares the strategies, one per value of the setting `acct`
+/// ([`Acct`]): [`update_with`], which runs one with a `match` (statically
+/// dispatched: NMI context calls it), and each one's [`Strategy`] for the
+/// bench's rows. The build fails if a strategy's name is not its value's.
 macro_rules! strategies {
-    ($($index:literal => $value:expr, $ty:ty;)*) => {
-        /// The strategies' names, in table order.
-        pub(crate) const STRATEGIES: [&str; [$($index),*].len()] = [$(<$ty>::NAME),*];
-
-        /// Runs strategy `index` once on `rec`; an index past the table
-        /// does nothing.
+    ($($choice:ident => $value:expr, $ty:ty;)*) => {
+        /// Runs strategy `acct` once on `rec`.
         #[inline(always)]
         pub(crate) fn update_with<N: FnMut() -> u64, P: FnMut()>(
-            index: u32,
+            acct: Acct,
             rec: &AcctRecord,
             u: Update<N, P>,
         ) -> Outcome {
-            match index {
-                $($index => $value.update(rec, u),)*
-                _ => Outcome::TooSoon,
+            match acct {
+                $(Acct::$choice => $value.update(rec, u),)*
             }
         }
+
+        $(
+            impl Strategy for $ty {
+                const ACCT: Acct = Acct::$choice;
+            }
+            const _: () = assert!(same(<$ty>::NAME, Acct::$choice.const_name()));
+        )*
     };
 }
 
+/// A strategy type, and the value of the setting `acct` that selects it.
+pub(crate) trait Strategy {
+    /// The value.
+    const ACCT: Acct;
+}
+
+/// `irqsave` as the kernel does it.
+pub(crate) type KernelIrqSave = IrqSave<KernelIrqs>;
+
 strategies! {
-    0 => Cmpxchg, Cmpxchg;
-    1 => IrqSave(KernelIrqs), IrqSave<KernelIrqs>;
-    2 => Racy, Racy;
+    Cmpxchg => Cmpxchg, Cmpxchg;
+    IrqSave => IrqSave(KernelIrqs), KernelIrqSave;
+    Racy => Racy, Racy;
 }
 
 /// Period of the interrupt-side updates during a run.
@@ -157,7 +170,7 @@ pub(crate) fn update_here(ctx: Context, pause_ns: u32) -> Option<(Outcome, Verdi
     });
     let (rss, vm) = inputs(&slot.rec);
     let o = update_with(
-        settings::get(Key::Acct),
+        settings::choice::<Acct>(),
         &slot.rec,
         Update {
             now: || kclock::read().ns,
@@ -264,7 +277,7 @@ fn worker(k: &Kthread, _cpu: u32) {
     let end = ffi::time::local_clock().wrapping_add(duration);
     let mut n: u64 = 0;
     while (ffi::time::local_clock().wrapping_sub(end) as i64) < 0 {
-        update_here(Context::Task, settings::get(Key::TearWindowNs));
+        update_here(Context::Task, settings::number(Key::TearWindowNs));
         n = n.wrapping_add(1);
         if n % 64 == 0 {
             if k.should_stop() {
@@ -340,7 +353,7 @@ pub(crate) fn show_stats(w: &mut impl Write) -> fmt::Result {
 /// Writes the `acct` file: the last run's results, totals then per CPU.
 pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
     let running = crate::activity::current() == Some(Activity::Acct);
-    writeln!(w, "acct: {}", settings::name_of(Key::Acct))?;
+    writeln!(w, "acct: {}", settings::choice::<Acct>().name())?;
     writeln!(w, "state: {}", if running { "running" } else { "idle" })?;
     writeln!(w, "runs: {}", RUNS.load(Ordering::Relaxed))?;
     writeln!(
@@ -384,9 +397,9 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
 /// running clock's time, skipped when less than `min_delta` ns passed:
 /// what `bench`'s acct rows time.
 #[inline(always)]
-pub(crate) fn bench_update(index: u32, rec: &AcctRecord, min_delta: u64) {
+pub(crate) fn bench_update<S: Strategy>(rec: &AcctRecord, min_delta: u64) {
     let o = update_with(
-        index,
+        S::ACCT,
         rec,
         Update {
             now: || kclock::read().ns,

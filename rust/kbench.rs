@@ -57,9 +57,13 @@ use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use kernel::prelude::*;
 
 use crate::acct::AcctRecord;
+use core::marker::PhantomData;
+
+use crate::acct::{Cmpxchg, Racy};
 use crate::activity::{Activity, Guard};
 use crate::arch::{Bare, Ordered};
 use crate::bench::{median, parse_args, ratio_milli, BenchArgs, LatHist, Milli};
+use crate::choices::Wake;
 use crate::clock::ClockSource;
 use crate::counter::Counter;
 use crate::cyc_ns::cyc_to_ns;
@@ -69,6 +73,7 @@ use crate::ffi::hrtimer::HrTimer;
 use crate::ffi::kthread::Kthread;
 use crate::fmtbuf::FmtBuf;
 use crate::kacct;
+use crate::kacct::KernelIrqSave;
 use crate::kclock;
 use crate::kwake;
 use crate::torture;
@@ -164,9 +169,9 @@ static TICK_NS: AtomicU64 = AtomicU64::new(0);
 /// One acct update of the reader's record by strategy `S`: in the tick
 /// mode (`TICK`: less than a tick since the last one is skipped, as most
 /// system calls are) or applying every time.
-struct AcctOp<const S: u32, const TICK: bool>;
+struct AcctOp<S, const TICK: bool>(PhantomData<S>);
 
-impl<const S: u32, const TICK: bool> Op for AcctOp<S, TICK> {
+impl<S: kacct::Strategy, const TICK: bool> Op for AcctOp<S, TICK> {
     #[inline(always)]
     fn op(rec: &AcctRecord) -> u64 {
         let min_delta = if TICK {
@@ -174,7 +179,7 @@ impl<const S: u32, const TICK: bool> Op for AcctOp<S, TICK> {
         } else {
             0
         };
-        kacct::bench_update(S, rec, min_delta);
+        kacct::bench_update::<S>(rec, min_delta);
         0
     }
 }
@@ -222,7 +227,10 @@ const fn named(row: &str, prefix: &str, counter: &str) -> bool {
 // The clock rows must name the counters as the setting `counter` does, or
 // `update_target()` would not find their clocks.
 const _: () = {
-    let [o, b] = kclock::COUNTERS;
+    let [o, b] = [
+        crate::choices::CounterRead::Ordered.const_name(),
+        crate::choices::CounterRead::Bare.const_name(),
+    ];
     assert!(named(B[2], "latch/", o) && named(B[3], "latch/", b));
     assert!(named(B[4], "seqcount/", o) && named(B[5], "seqcount/", b));
     assert!(named(B[6], "unprotected/", o) && named(B[7], "unprotected/", b));
@@ -244,12 +252,12 @@ static ROWS: [Row; NROWS] = [
     row::<SeqcountBare>(B[5], Group::Read),
     row::<UnprotectedOrdered>(B[6], Group::Read),
     row::<UnprotectedBare>(B[7], Group::Read),
-    row::<AcctOp<0, true>>("acct cmpxchg (tick)", Group::AcctTick),
-    row::<AcctOp<1, true>>("acct irqsave (tick)", Group::AcctTick),
-    row::<AcctOp<2, true>>("acct racy (tick)", Group::AcctTick),
-    row::<AcctOp<0, false>>("acct cmpxchg (apply)", Group::AcctApply),
-    row::<AcctOp<1, false>>("acct irqsave (apply)", Group::AcctApply),
-    row::<AcctOp<2, false>>("acct racy (apply)", Group::AcctApply),
+    row::<AcctOp<Cmpxchg, true>>("acct cmpxchg (tick)", Group::AcctTick),
+    row::<AcctOp<KernelIrqSave, true>>("acct irqsave (tick)", Group::AcctTick),
+    row::<AcctOp<Racy, true>>("acct racy (tick)", Group::AcctTick),
+    row::<AcctOp<Cmpxchg, false>>("acct cmpxchg (apply)", Group::AcctApply),
+    row::<AcctOp<KernelIrqSave, false>>("acct irqsave (apply)", Group::AcctApply),
+    row::<AcctOp<Racy, false>>("acct racy (apply)", Group::AcctApply),
 ];
 
 /// The phases: without and with the epoch updaters.
@@ -312,13 +320,13 @@ static HISTS: [LatHist; NROWS] = [const { LatHist::new() }; NROWS];
 /// that measured it could start (0: no, 1: yes).
 static NMI: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
 
-/// The ping-pong rows: name, design (see [`kwake::DESIGNS`]), poll window
-/// in µs. The first, `sleep`, is their ratio's reference.
-const PINGPONG: [(&str, u32, u32); 4] = [
-    ("pingpong sleep", 0, 0),
-    ("pingpong poll 10us", 2, 10),
-    ("pingpong poll 50us", 2, 50),
-    ("pingpong poll 200us", 2, 200),
+/// The ping-pong rows: name, design, poll window in µs. The first,
+/// `sleep`, is their ratio's reference.
+const PINGPONG: [(&str, Wake, u32); 4] = [
+    ("pingpong sleep", Wake::Sleep, 0),
+    ("pingpong poll 10us", Wake::Poll, 10),
+    ("pingpong poll 50us", Wake::Poll, 50),
+    ("pingpong poll 200us", Wake::Poll, 200),
 ];
 
 /// Round trips per ping-pong run.

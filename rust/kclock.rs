@@ -51,6 +51,7 @@ use kernel::sync::Arc;
 
 use crate::activity::Guard;
 use crate::arch::{Bare, Ordered};
+use crate::choices::{same, Choice};
 use crate::clock::{
     Clock, ClockData, ClockSource, EpochUpdate, Latch, Protection, Reading, Seqcount, Unprotected,
     Window, Writer,
@@ -104,11 +105,15 @@ clocks! {
     UNPROTECTED_BARE: Unprotected over Bare;
 }
 
-/// The protections' names (setting `clock`).
-pub(crate) const PROTECTIONS: [&str; 3] = [Latch::NAME, Seqcount::NAME, Unprotected::NAME];
-/// The counters' names (setting `counter`): this architecture's pair (see
-/// [`crate::arch`]), ordered first.
-pub(crate) const COUNTERS: [&str; 2] = [Ordered::NAME, Bare::NAME];
+// The names the settings `clock` and `counter` take are these types'.
+const _: () = {
+    use crate::choices::{CounterRead, Protection as P};
+    assert!(same(P::Latch.const_name(), Latch::NAME));
+    assert!(same(P::Seqcount.const_name(), Seqcount::NAME));
+    assert!(same(P::Unprotected.const_name(), Unprotected::NAME));
+    assert!(same(CounterRead::Ordered.const_name(), Ordered::NAME));
+    assert!(same(CounterRead::Bare.const_name(), Bare::NAME));
+};
 
 /// Shortest epoch update period, whatever the counter width asks for.
 const MIN_INTERVAL_NS: u64 = 5_000;
@@ -155,8 +160,8 @@ fn epoch_interval_ns(ms: &crate::cyc_ns::MultShift, mask: u64) -> u64 {
 /// naming the settings and what would be valid. A counter without a rate
 /// passes here: starting the clock refuses it.
 pub(crate) fn check_settings(v: &settings::Values) -> Result {
-    let bits = v.get(Key::CounterBits);
-    let window = u64::from(v.get(Key::TearWindowNs));
+    let bits = v.number(Key::CounterBits);
+    let window = u64::from(v.number(Key::TearWindowNs));
     let (Some(mask), Some(ms)) = (mask_for_bits(bits), conversion(ffi::time::counter_khz())) else {
         return Ok(());
     };
@@ -330,7 +335,7 @@ pub(crate) fn update_epoch() {
     let Some(clock) = active() else {
         return;
     };
-    let pause = settings::get(Key::TearWindowNs);
+    let pause = settings::number(Key::TearWindowNs);
     let mut w = Announcing {
         marker: Marker::here(pause),
         announced: false,
@@ -428,7 +433,7 @@ pub(crate) fn switch_conversion() {
         (bm, bs)
     };
     note_conversion(mult, shift);
-    let pause = settings::get(Key::TearWindowNs);
+    let pause = settings::number(Key::TearWindowNs);
     let done = counted_publish(|| clock.recalibrate(mult, shift, &mut Marker::here(pause)));
     if let (true, Some(s)) = (done, STATS.this_cpu()) {
         inc(&s.conversion_switches, 1);
@@ -478,12 +483,12 @@ pub(crate) fn index_of(protection: &str, counter: &str) -> Option<usize> {
 /// epoch update interval.
 fn switch_to_selected(at: &dyn Fn() -> u64) -> Result<u64> {
     let index = index_of(
-        settings::name_of(Key::Clock),
-        settings::name_of(Key::Counter),
+        settings::choice::<crate::choices::Protection>().name(),
+        settings::choice::<crate::choices::CounterRead>().name(),
     )
     .ok_or(EINVAL)?;
     let clock = CLOCKS.get(index).copied().ok_or(EINVAL)?;
-    let bits = settings::get(Key::CounterBits);
+    let bits = settings::number(Key::CounterBits);
     let mask = mask_for_bits(bits).ok_or(EINVAL)?;
     let khz = ffi::time::counter_khz();
     let Some(ms) = conversion(khz) else {
@@ -494,7 +499,7 @@ fn switch_to_selected(at: &dyn Fn() -> u64) -> Result<u64> {
         return Err(ENODEV);
     };
     // A reader may wait for the writer's two pauses and some slack.
-    let window = u64::from(settings::get(Key::TearWindowNs));
+    let window = u64::from(settings::number(Key::TearWindowNs));
     clock.set_wait_budget_ns(WAIT_BUDGET_NS + 2 * window);
     // The epoch timer may be updating this very clock: let it finish.
     let mut tries = 0;

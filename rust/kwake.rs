@@ -58,6 +58,7 @@ use kernel::prelude::*;
 
 use crate::activity::{Activity, Guard, LastRun};
 use crate::bench::LatHist;
+use crate::choices::{Choice, Wake};
 use crate::ffi;
 use crate::ffi::hrtimer::HrTimer;
 use crate::ffi::kthread::{Kthread, TaskSlot};
@@ -65,9 +66,6 @@ use crate::parse::parse_u32;
 use crate::percpu::PerCpu;
 use crate::settings::{self, Key};
 use crate::spin::{cond_load_acquire_timeout, SpinBudget, DEFAULT_POLL_COUNT};
-
-/// The designs, in the order of the setting's values.
-pub(crate) const DESIGNS: [&str; 3] = ["sleep", "racy", "poll"];
 
 /// Longest `wake` run, in ms.
 const MAX_MS: u32 = 60_000;
@@ -203,13 +201,18 @@ impl Design for Poll {
     }
 }
 
-/// Waits with the design of index `design` (see [`DESIGNS`]).
-fn wait(design: u32, k: &Kthread, w: &Waitpoint, poll_ns: u64, tick_ns: u64) -> Waited {
+/// Waits with `design`.
+fn wait(design: Wake, k: &Kthread, w: &Waitpoint, poll_ns: u64, tick_ns: u64) -> Waited {
     match design {
-        1 => Racy::wait(k, w, poll_ns, tick_ns),
-        2 => Poll::wait(k, w, poll_ns, tick_ns),
-        _ => Sleep::wait(k, w, poll_ns, tick_ns),
+        Wake::Sleep => Sleep::wait(k, w, poll_ns, tick_ns),
+        Wake::Racy => Racy::wait(k, w, poll_ns, tick_ns),
+        Wake::Poll => Poll::wait(k, w, poll_ns, tick_ns),
     }
+}
+
+/// The design stored in an atomic (its [`Choice::index`]).
+fn design_of(stored: u64) -> Wake {
+    Wake::from_index(stored as usize).unwrap_or(Wake::FIRST)
 }
 
 // ---- the `wake` activity ------------------------------------------------------------
@@ -252,6 +255,7 @@ static HIST: LatHist = LatHist::new();
 
 // The run in progress, or the last one.
 static RUNS: AtomicU64 = AtomicU64::new(0);
+/// The design (its [`Choice::index`]).
 static DESIGN: AtomicU32 = AtomicU32::new(0);
 static POLL_NS: AtomicU64 = AtomicU64::new(0);
 static TICK_NS: AtomicU64 = AtomicU64::new(0);
@@ -295,7 +299,7 @@ fn waiter(k: &Kthread, cpu: u32) {
     let Some(c) = CPUS.get(cpu) else {
         return;
     };
-    let design = DESIGN.load(Ordering::Relaxed);
+    let design = design_of(DESIGN.load(Ordering::Relaxed).into());
     let (poll_ns, tick) = (
         POLL_NS.load(Ordering::Relaxed),
         TICK_NS.load(Ordering::Relaxed),
@@ -368,7 +372,7 @@ pub(crate) fn write(input: &[u8]) -> Result {
         }
     }
     HIST.clear();
-    DESIGN.store(settings::get(Key::Wake), Ordering::Relaxed);
+    DESIGN.store(settings::choice::<Wake>().index() as u32, Ordering::Relaxed);
     POLL_NS.store(poll_ns(), Ordering::Relaxed);
     TICK_NS.store(ffi::time::tick_nsec(), Ordering::Relaxed);
     DURATION_MS.store(u64::from(ms), Ordering::Relaxed);
@@ -384,7 +388,7 @@ pub(crate) fn write(input: &[u8]) -> Result {
 
 /// The setting `poll_us`, in ns.
 fn poll_ns() -> u64 {
-    u64::from(settings::get(Key::PollUs)).saturating_mul(1_000)
+    u64::from(settings::number(Key::PollUs)).saturating_mul(1_000)
 }
 
 /// The verdict of the last run, on lost wake-ups: `racy` must lose some
@@ -392,10 +396,10 @@ fn poll_ns() -> u64 {
 /// must lose none (`clean`, else `lost`). Slow wake-ups are the
 /// scheduler's (or, in a VM, the host's), not the design's: reported, not
 /// judged.
-fn verdict(design: u32, lost: u64) -> &'static str {
+fn verdict(design: Wake, lost: u64) -> &'static str {
     match (design, lost) {
-        (1, 0) => "blind",
-        (1, _) => "caught",
+        (Wake::Racy, 0) => "blind",
+        (Wake::Racy, _) => "caught",
         (_, 0) => "clean",
         _ => "lost",
     }
@@ -405,18 +409,14 @@ fn verdict(design: u32, lost: u64) -> &'static str {
 pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
     let running = crate::activity::current() == Some(Activity::Wake);
     let runs = RUNS.load(Ordering::Relaxed);
-    let design = DESIGN.load(Ordering::Relaxed);
+    let design = design_of(DESIGN.load(Ordering::Relaxed).into());
     let lost = CPUS.sum(|c| &c.lost_wakeups);
     writeln!(w, "state: {}", if running { "running" } else { "idle" })?;
     writeln!(w, "runs: {runs}")?;
     if runs == 0 {
         return writeln!(w, "# write a duration in ms to run the design wake= names");
     }
-    writeln!(
-        w,
-        "wake: {}",
-        DESIGNS.get(design as usize).copied().unwrap_or("?")
-    )?;
+    writeln!(w, "wake: {}", design.name())?;
     writeln!(w, "poll_us: {}", POLL_NS.load(Ordering::Relaxed) / 1_000)?;
     writeln!(w, "duration_ms: {}", DURATION_MS.load(Ordering::Relaxed))?;
     writeln!(w, "elapsed_ms: {}", ELAPSED_MS.load(Ordering::Relaxed))?;
@@ -497,7 +497,7 @@ fn player(k: &Kthread, cpu: u32, hist: &LatHist) {
         return;
     };
     let [design, poll_ns, trips] = GAME.each_ref().map(|a| a.load(Ordering::Relaxed));
-    let design = design as u32;
+    let design = design_of(design);
     if let Some(s) = SCORE.get(2 + me as usize) {
         s.store(u64::from(cpu), Ordering::Relaxed);
     }
@@ -535,16 +535,16 @@ fn player(k: &Kthread, cpu: u32, hist: &LatHist) {
 }
 
 /// Plays `trips` round trips between two kthreads on two CPUs, waiting
-/// with `design` (see [`DESIGNS`]; not `racy`) and a poll window of
+/// with `design` (not `racy`) and a poll window of
 /// `poll_ns`; each round trip's time goes into `hist`. `ENODEV` with fewer
 /// than two CPUs online. The caller holds the activity.
-pub(crate) fn pingpong(design: u32, poll_ns: u64, trips: u32, hist: &LatHist) -> Result<Score> {
+pub(crate) fn pingpong(design: Wake, poll_ns: u64, trips: u32, hist: &LatHist) -> Result<Score> {
     if ffi::cpu::num_online_cpus() < 2 {
         return Err(ENODEV);
     }
     for (a, v) in GAME
         .iter()
-        .zip([u64::from(design), poll_ns, u64::from(trips)])
+        .zip([design.index() as u64, poll_ns, u64::from(trips)])
     {
         a.store(v, Ordering::Relaxed);
     }

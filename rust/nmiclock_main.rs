@@ -86,6 +86,7 @@ pub mod spin;
 mod activity;
 mod arch;
 mod check;
+mod choices;
 mod coverage;
 mod ffi;
 mod fmtbuf;
@@ -305,7 +306,7 @@ impl kernel::Module for NmiClock {
             ffi::time::counter_khz(),
             settings::Inline
         );
-        if settings::get(settings::Key::Autostart) == 1 {
+        if settings::number(settings::Key::Autostart) == 1 {
             stress.start()?;
         }
         Ok(NmiClock {

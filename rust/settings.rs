@@ -21,13 +21,16 @@
 //! (`kclock::check_settings`, given to [`set_all`] and [`from_params`]).
 //!
 //! Adding a setting is one line in the table here and one `X(name)` line in
-//! `NMICLOCK_PARAMS`; reading it is [`get`] with its [`Key`].
+//! `NMICLOCK_PARAMS` (and, for a choice, its enum in [`crate::choices`] and
+//! a line in `chosen!`); reading it is [`number`] with its [`Key`], or
+//! [`choice`] with its enum: no caller decodes a stored number.
 
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use kernel::prelude::*;
 
+use crate::choices::{Acct, Choice, CounterRead, Disturb, NmiSource, Protection, Until, Wake};
 use crate::ffi;
 use crate::parse::parse_u32;
 
@@ -93,10 +96,10 @@ macro_rules! settings {
 
 settings! {
     /// Read-side protection of nmiclock's clock.
-    Clock "clock": Kind::Names(&crate::kclock::PROTECTIONS), default "latch", true,
+    Clock "clock": Kind::Names(Protection::NAMES), default "latch", true,
         "read-side protection of the clock";
     /// The counter under the clock.
-    Counter "counter": Kind::Names(&crate::kclock::COUNTERS), default crate::kclock::COUNTERS[0],
+    Counter "counter": Kind::Names(CounterRead::NAMES), default CounterRead::Ordered.const_name(),
         true, crate::arch::COUNTER_HELP;
     /// Width the counter is masked to.
     CounterBits "counter_bits": Kind::Number { min: 16, max: 64 }, default "64", true,
@@ -105,10 +108,10 @@ settings! {
     TearWindowNs "tear_window_ns": Kind::Number { min: 0, max: 1_000_000 }, default "0", true,
         "fault injection: writer pause inside its update, ns (with counter_bits: at most a tenth of the epoch period in hard-IRQ)";
     /// The acct update.
-    Acct "acct": Kind::Names(&crate::kacct::STRATEGIES), default "cmpxchg", false,
+    Acct "acct": Kind::Names(Acct::NAMES), default "cmpxchg", false,
         "acct integrals update";
     /// Interrupt source of the stress run.
-    NmiSource "nmi_source": Kind::Names(&crate::torture::source::NAMES), default "auto", false,
+    NmiSource "nmi_source": Kind::Names(NmiSource::NAMES), default "auto", false,
         "stress run interrupt source (auto: perf_hw if there is a PMU, else ipi)";
     /// Sample period per CPU, us.
     PeriodUs "period_us": Kind::Number { min: 10, max: 1_000_000 }, default "100", false,
@@ -126,17 +129,17 @@ settings! {
     MinWindowHits "min_window_hits": Kind::Number { min: 0, max: 1_000_000_000 }, default "0",
         false, "window hits a run without anomaly needs to end SUCCESS, not INCONCLUSIVE (0: 100 per second of duration_s)";
     /// When the stress run ends.
-    Until "until": Kind::Names(&crate::torture::UNTIL), default "duration", false,
-        "end the stress run after duration_s; at its verdict (first anomaly, or min_window_hits reached) with duration_s the cap; or coverage: at an anomaly, else after duration_s once the window hits are met, 30 x duration_s at most";
+    Until "until": Kind::Names(Until::NAMES), default "duration", false,
+        concat!("end the stress run after duration_s; at its verdict (first anomaly, or min_window_hits reached) with duration_s the cap; or coverage: at an anomaly, else after duration_s once the window hits are met, ", crate::torture::coverage_cap!(), " x duration_s at most");
     /// What the stress run's writers do besides moving the epoch.
-    Disturb "disturb": Kind::Names(&crate::torture::DISTURB), default "none", false,
+    Disturb "disturb": Kind::Names(Disturb::NAMES), default "none", false,
         "stress run disturbance: conversion switches between two mult/shift pairs, stutter pauses the writers";
     /// What the stress run reads.
     Target "target": Kind::Target(&crate::target::BUILTIN), default "nmiclock", false,
         "what the stress run reads: nmiclock (the clock clock= selects), a kernel clock, or a target another module registered";
     /// How the `wake` activity's waiters wait.
-    Wake "wake": Kind::Names(&crate::kwake::DESIGNS), default "sleep", false,
-        "wake-up design of the wake activity: sleep (mark, re-check, sleep), racy (check, then sleep a tick: seed 002's lost wake-up) or poll (poll poll_us, then sleep)";
+    Wake "wake": Kind::Names(Wake::NAMES), default "sleep", false,
+        "wake-up design of the wake activity: sleep (mark, re-check, sleep), racy (check, then sleep a tick: the idle loop's lost wake-up) or poll (poll poll_us, then sleep)";
     /// Poll window of `wake=poll`, us.
     PollUs "poll_us": Kind::Number { min: 0, max: 10_000 }, default "100", false,
         "poll window of wake=poll, us";
@@ -242,19 +245,58 @@ const fn modinfo<const N: usize>(s: &Spec) -> [u8; N] {
 /// The values in force, in [`Key`] order: a name's index, or the number.
 static VALUES_NOW: [AtomicU32; SPECS.len()] = [const { AtomicU32::new(0) }; SPECS.len()];
 
-/// The value of a setting (a name's index, or the number).
-pub(crate) fn get(key: Key) -> u32 {
+/// The stored value of a setting (a name's index, or the number).
+fn get(key: Key) -> u32 {
     VALUES_NOW
         .get(key as usize)
         .map_or(0, |v| v.load(Ordering::Relaxed))
 }
 
-/// The name a name-valued setting holds ("?" for a number).
-pub(crate) fn name_of(key: Key) -> &'static str {
+/// A choice and the setting that makes it.
+pub(crate) trait Chosen: Choice {
+    /// The setting.
+    const KEY: Key;
+}
+
+macro_rules! chosen {
+    ($($ty:ident => $key:ident,)*) => {
+        $(impl Chosen for $ty {
+            const KEY: Key = Key::$key;
+        })*
+        // Each choice's names are its setting's.
+        $(const _: () = assert!(matches!(SPECS[Key::$key as usize].kind, Kind::Names(_)));)*
+    };
+}
+
+chosen! {
+    Protection => Clock,
+    CounterRead => Counter,
+    Acct => Acct,
+    NmiSource => NmiSource,
+    Until => Until,
+    Disturb => Disturb,
+    Wake => Wake,
+}
+
+/// What a choice setting holds now.
+pub(crate) fn choice<C: Chosen>() -> C {
+    C::from_index(get(C::KEY) as usize).unwrap_or(C::FIRST)
+}
+
+/// The number a numeric setting holds now (what a name-valued one holds
+/// is [`choice`]'s, and `target`'s [`target_index`]'s).
+pub(crate) fn number(key: Key) -> u32 {
     match SPECS.get(key as usize).map(|s| &s.kind) {
-        Some(Kind::Names(names)) => names.get(get(key) as usize).copied().unwrap_or("?"),
-        _ => "?",
+        Some(Kind::Number { .. }) => get(key),
+        _ => 0,
     }
+}
+
+/// The target the setting `target` selects, as the index
+/// [`crate::target`] gave it (built-in or registered; only `target`
+/// interprets it).
+pub(crate) fn target_index() -> usize {
+    get(Key::Target) as usize
 }
 
 /// Validates `value` for the setting `spec`: its stored form, or `EINVAL`
@@ -319,9 +361,12 @@ impl Values {
         Self(v)
     }
 
-    /// The value of `key` in this set (a name's index, or the number).
-    pub(crate) fn get(&self, key: Key) -> u32 {
-        self.0.get(key as usize).copied().unwrap_or(0)
+    /// The number a numeric setting holds in this set.
+    pub(crate) fn number(&self, key: Key) -> u32 {
+        match SPECS.get(key as usize).map(|s| &s.kind) {
+            Some(Kind::Number { .. }) => self.0.get(key as usize).copied().unwrap_or(0),
+            _ => 0,
+        }
     }
 
     fn store(&self) {

@@ -325,7 +325,7 @@ pub(crate) fn unregister(t: RawTarget) {
         ffi::cpu::sleep_us(1_000);
     }
     let _l = Locked::new();
-    let selected = settings::get(Key::Target) as usize == index;
+    let selected = settings::target_index() == index;
     if selected {
         settings::reset(Key::Target);
     }
@@ -370,7 +370,7 @@ impl Pinned {
     /// log line each).
     pub(crate) fn selected() -> Result<Self> {
         let _l = Locked::new();
-        let index = settings::get(Key::Target) as usize;
+        let index = settings::target_index();
         UPDATES.store(0, Ordering::Relaxed);
         UPDATE_SKIPS.store(0, Ordering::Relaxed);
         RUN_UPDATE.store(false, Ordering::Relaxed);
@@ -510,7 +510,7 @@ impl core::fmt::Display for Allowance {
 /// Writes the `stats` lines of the targets: how many are registered, and
 /// the promise of the one selected.
 pub(crate) fn show(w: &mut impl core::fmt::Write) -> core::fmt::Result {
-    let p = promise_of(settings::get(Key::Target) as usize);
+    let p = promise_of(settings::target_index());
     writeln!(w, "registered_targets: {}", registered())?;
     writeln!(
         w,

@@ -16,7 +16,8 @@
 //!   by itself after `duration_s` (a monitor hrtimer queues the stop on a
 //!   workqueue) or, with `until=verdict`, as soon as its verdict is certain
 //!   (`until=coverage`: not before `duration_s` unless an anomaly, and on
-//!   past it until the window hits are met, 30 times `duration_s` at most),
+//!   past it until the window hits are met, [`COVERAGE_CAP`] times
+//!   `duration_s` at most),
 //!   on `stop`, or at unload, and logs one `End of test: SUCCESS`,
 //!   `FAILURE` or `INCONCLUSIVE` line with every setting and count.
 //!   CPU hotplug: a CPU going offline during a run takes its perf counter,
@@ -40,6 +41,7 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use crate::activity::{Activity, Guard};
+use crate::choices::{Disturb, Until};
 use crate::ffi;
 use crate::ffi::cpu::{Context, Hotplug};
 use crate::ffi::hrtimer::HrTimer;
@@ -54,23 +56,20 @@ use crate::target;
 
 pub(crate) use checks::NMI_HANDLER_NS;
 
-/// The values of the setting `until`: when a run ends.
-pub(crate) const UNTIL: [&str; 3] = ["duration", "verdict", "coverage"];
-const UNTIL_VERDICT: u32 = 1;
-const UNTIL_COVERAGE: u32 = 2;
-
 /// `until=coverage`: a run without anomaly goes on past `duration_s` until
-/// it has met its window hits, up to this many times `duration_s`. It was
-/// 10; on an idle host, our arm64 TCG guest's PMU NMIs at times meet the
-/// writers' windows only 10 to 15 times a second, so that 3 s runs needing
-/// 300 hits gave up at 30 s with 258 to 290 of them.
-const COVERAGE_CAP: u64 = 30;
+/// it has met its window hits, up to this many times `duration_s`: enough
+/// for a source whose NMIs seldom land in a window (an emulated PMU meets
+/// them a few times a second) to meet 100 a second. A macro, so that the
+/// texts that name it are built from it ([`COVERAGE_CAP`] is its value).
+macro_rules! coverage_cap {
+    () => {
+        30
+    };
+}
+pub(crate) use coverage_cap;
 
-/// The values of the setting `disturb`: what the writers do besides moving
-/// the epoch.
-pub(crate) const DISTURB: [&str; 3] = ["none", "conversion", "stutter"];
-const DISTURB_CONVERSION: u32 = 1;
-const DISTURB_STUTTER: u32 = 2;
+/// [`coverage_cap!`] as a number (`stats`: `coverage_cap`).
+pub(crate) const COVERAGE_CAP: u64 = coverage_cap!();
 
 /// `disturb=conversion`: one writer step in this many switches the
 /// conversion instead of moving the epoch.
@@ -110,7 +109,11 @@ impl Reason {
             Self::Coverage => "until=verdict: min_window_hits reached",
             Self::CoverageAnomaly => "until=coverage: an anomaly",
             Self::CoverageMet => "until=coverage: duration_s elapsed, window hits met",
-            Self::CoverageCap => "until=coverage: 30 x duration_s without enough window hits",
+            Self::CoverageCap => concat!(
+                "until=coverage: ",
+                coverage_cap!(),
+                " x duration_s without enough window hits"
+            ),
         }
     }
 }
@@ -245,9 +248,9 @@ pub(crate) struct CeilingRate {
 /// target than `nmiclock`, it calls a registered target's update instead,
 /// and reads the target in task context.
 fn writer(k: &Kthread) {
-    let update_us = settings::get(Key::UpdateUs);
-    let window = settings::get(Key::TearWindowNs);
-    let disturb = settings::get(Key::Disturb);
+    let update_us = settings::number(Key::UpdateUs);
+    let window = settings::number(Key::TearWindowNs);
+    let disturb = settings::choice::<Disturb>();
     let start = START_NS.load(Ordering::Relaxed);
     let kind = target::run_kind();
     let mut n: u64 = 0;
@@ -262,12 +265,12 @@ fn writer(k: &Kthread) {
             if let Some(c) = CPUS.this_cpu() {
                 checks::task_read(&c.checks, &mut prev);
             }
-        } else if disturb == DISTURB_STUTTER
+        } else if disturb == Disturb::Stutter
             && (ffi::time::local_clock().wrapping_sub(start) / STUTTER_NS) % 2 == 1
         {
             ffi::cpu::sleep_us(10_000);
             continue;
-        } else if disturb == DISTURB_CONVERSION && n % CONVERSION_EVERY == 0 {
+        } else if disturb == Disturb::Conversion && n % CONVERSION_EVERY == 0 {
             kclock::switch_conversion();
         } else {
             kclock::update_epoch();
@@ -397,14 +400,14 @@ fn monitor(stopper: &Work) -> u64 {
         checks::note_anomaly();
     }
     let elapsed = ffi::time::local_clock().saturating_sub(START_NS.load(Ordering::Relaxed));
-    let duration = u64::from(settings::get(Key::DurationS)) * 1_000_000_000;
-    let reason = match settings::get(Key::Until) {
-        UNTIL_VERDICT if elapsed < duration => match verdict {
+    let duration = u64::from(settings::number(Key::DurationS)) * 1_000_000_000;
+    let reason = match settings::choice::<Until>() {
+        Until::Verdict if elapsed < duration => match verdict {
             show::Verdict::Failure => Some(Reason::Anomaly),
             show::Verdict::Success => Some(Reason::Coverage),
             show::Verdict::Inconclusive => None,
         },
-        UNTIL_COVERAGE => match verdict {
+        Until::Coverage => match verdict {
             show::Verdict::Failure => Some(Reason::CoverageAnomaly),
             _ if elapsed >= duration.saturating_mul(COVERAGE_CAP) => Some(Reason::CoverageCap),
             show::Verdict::Success if elapsed >= duration => Some(Reason::CoverageMet),
@@ -430,7 +433,7 @@ fn build(guard: Guard, stopper: &Arc<Work>) -> Result<KBox<Run>> {
     let period_ns = if ceiling {
         CEILING_PERIOD_NS.load(Ordering::Relaxed)
     } else {
-        u64::from(settings::get(Key::PeriodUs)) * 1_000
+        u64::from(settings::number(Key::PeriodUs)) * 1_000
     };
     PERIOD_NS.store(period_ns, Ordering::Relaxed);
     let stopper = stopper.clone();

@@ -59,8 +59,8 @@ pub(crate) fn hits_needed() -> u64 {
         target::Kind::Kernel | target::Kind::Registered { update: false } => return 0,
         _ => {}
     }
-    match settings::get(Key::MinWindowHits) {
-        0 => HITS_PER_SECOND.saturating_mul(u64::from(settings::get(Key::DurationS))),
+    match settings::number(Key::MinWindowHits) {
+        0 => HITS_PER_SECOND.saturating_mul(u64::from(settings::number(Key::DurationS))),
         n => u64::from(n),
     }
 }
@@ -358,6 +358,7 @@ pub(crate) fn stats(w: &mut impl Write) -> fmt::Result {
         }
     )?;
     writeln!(w, "nmi_source_used: {}", source_used())?;
+    writeln!(w, "coverage_cap: {}", super::COVERAGE_CAP)?;
     target::show(w)?;
     writeln!(w, "perf_hw_error: {}", source::perf_hw_error())?;
     for (k, v, _) in t.own() {

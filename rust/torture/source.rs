@@ -20,11 +20,12 @@ use kernel::prelude::*;
 
 use super::{live, on_sample, CPUS};
 use crate::arch::{self, PerfPeriod};
+use crate::choices::NmiSource;
 use crate::ffi;
 use crate::ffi::cpu::Context;
 use crate::ffi::hrtimer::HrTimer;
 use crate::ffi::nmi::{NmiHandler, NmiIpi, PerfEvent, PerfKind};
-use crate::settings::{self, Key};
+use crate::settings;
 
 /// A source the run can use.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -38,8 +39,13 @@ pub(crate) enum Source {
     Ipi = 2,
 }
 
-/// The values of the setting `nmi_source`: `auto`, then every source.
-pub(crate) const NAMES: [&str; 4] = ["auto", PerfHw::NAME, PerfSw::NAME, Ipi::NAME];
+// The names the setting `nmi_source` takes are the sources' own.
+const _: () = {
+    use crate::choices::{same, NmiSource};
+    assert!(same(NmiSource::PerfHw.const_name(), PerfHw::NAME));
+    assert!(same(NmiSource::PerfSw.const_name(), PerfSw::NAME));
+    assert!(same(NmiSource::Ipi.const_name(), Ipi::NAME));
+};
 
 impl Source {
     const ALL: [Self; 3] = [Self::PerfHw, Self::PerfSw, Self::Ipi];
@@ -220,13 +226,11 @@ pub(crate) fn perf_hw_error() -> i32 {
 /// run-wide part. Logs why when it cannot.
 pub(crate) fn choose_and_start(period_ns: u64) -> Result<(Source, RunPart)> {
     PERF_HW_ERROR.store(0, Ordering::Relaxed);
-    // The setting's values are `auto`, then each source in `ALL` order.
-    let (source, auto) = match settings::get(Key::NmiSource) as usize {
-        0 => (Source::PerfHw, true),
-        i => (
-            Source::ALL.get(i - 1).copied().unwrap_or(Source::PerfHw),
-            false,
-        ),
+    let (source, auto) = match settings::choice::<NmiSource>() {
+        NmiSource::Auto => (Source::PerfHw, true),
+        NmiSource::PerfHw => (Source::PerfHw, false),
+        NmiSource::PerfSw => (Source::PerfSw, false),
+        NmiSource::Ipi => (Source::Ipi, false),
     };
     let source = if source == Source::PerfHw {
         match PerfHw::attach(ffi::cpu::this(), period_ns) {

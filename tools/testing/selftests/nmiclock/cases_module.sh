@@ -5,8 +5,12 @@
 # good and bad, the sample consumer, the end checks (kmemleak, kernel log).
 # Sourced by nmiclock.sh, after lib.sh; registers its cases in order.
 
-# What a kernel log line must not say.
-SPLAT_RE='WARNING:|BUG:|Oops|kernel BUG at|general protection fault|UBSAN:|KASAN:|kmemleak: [0-9]+ new suspected|Uhhuh\. NMI received|panicked at|Watchdog detected hard LOCKUP|soft lockup|rcu: INFO: .*stall|blocked for more than [0-9]+ seconds|Marking TSC unstable|perf: interrupt took too long'
+# What a kernel log line must not say: badness.re beside this script, the
+# patterns scripts/vm-run reads too.
+SPLAT_RE=
+while IFS= read -r l; do
+	case $l in '' | '#'*) ;; *) SPLAT_RE=${SPLAT_RE:+$SPLAT_RE|}$l ;; esac
+done <"$here/badness.re"
 
 t_insmod() {
 	mark insmod

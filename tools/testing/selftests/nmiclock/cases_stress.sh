@@ -28,12 +28,15 @@ stress_run() {
 	# $stress_during (cases_target.sh): what to do while it runs; it may
 	# stop the run.
 	[ -z "${stress_during:-}" ] || $stress_during
-	# until=coverage may run 30 times as long; until=verdict may end at
-	# once, and so may a run that $stress_during stopped; the others not
-	# before their duration.
+	# until=coverage may run coverage_cap times as long (stats says how
+	# many); until=verdict may end at once, and so may a run that
+	# $stress_during stopped; the others not before their duration.
 	limit=$secs earliest=$secs
 	case " $* " in
-	*" until=coverage "*) limit=$((secs * 30)) ;;
+	*" until=coverage "*)
+		while IFS= read -r l; do
+			case $l in "coverage_cap: "*) limit=$((secs * ${l#*: })) ;; esac
+		done <"$DIR/stats" ;;
 	*" until=verdict "*) earliest=0 ;;
 	esac
 	[ -z "${stress_during:-}" ] || earliest=0
@@ -130,7 +133,7 @@ CATCH_CAP_S=60
 # survives PARAM...: a run of at least PRESSURE_S with PARAMs must end
 # SUCCESS: no anomaly, and at least window_hits_needed window hits. It runs
 # with until=coverage: past PRESSURE_S while the hits are short (a loaded
-# host, an emulated PMU), 30 times as long at most.
+# host, an emulated PMU), coverage_cap times as long at most.
 survives() {
 	stress_run $PRESSURE_S until=coverage "$@" || return 1
 	if [ "$verdict" = SUCCESS ]; then
