@@ -580,8 +580,8 @@ fn reader(_k: &Kthread, _cpu: u32) {
 
 /// How many CPUs time the operations, of `online`: refscale's default
 /// (`nreaders=-1`), 75 % of them, at least one. Timing on every CPU at
-/// once measured the emulator's contention between vCPUs (under QEMU TCG
-/// a read cost three times refscale's), not the read.
+/// once measures the emulator's contention between vCPUs, not the read
+/// (under QEMU TCG a read then costs several times refscale's).
 fn timing_readers(online: u32) -> u32 {
     ((online >> 1) + (online >> 2)).max(1)
 }

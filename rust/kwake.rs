@@ -13,14 +13,14 @@
 //! - `sleep`, the correct protocol: mark the task sleeping, re-check the
 //!   flag, sleep. A wake-up after the mark makes the task running again, so
 //!   none is lost.
-//! - `racy`, seed 002's bug in task form: check the flag, then mark the task
-//!   sleeping and sleep without checking again, with a one-tick timeout as
-//!   the only rescue. A wake-up landing between the check and the mark finds
+//! - `racy`, the idle loop's bug (check need-resched, then halt) in task
+//!   form: check the flag, then mark the task sleeping and sleep without
+//!   checking again, with a one-tick timeout as the only rescue. A wake-up landing between the check and the mark finds
 //!   the task still running, does nothing, and the waiter sleeps out the
 //!   tick: late by a tick.
-//! - `poll`, seed 003's remedy: spin on the flag with
-//!   [`crate::spin::cond_load_acquire_timeout`] for `poll_us`, then fall
-//!   back to `sleep`.
+//! - `poll`, the remedy of `smp_cond_load_*_timeout()`: spin on the flag
+//!   with [`crate::spin::cond_load_acquire_timeout`] for `poll_us`, then
+//!   fall back to `sleep`.
 //!
 //! Two users:
 //!
@@ -157,7 +157,7 @@ impl Design for Sleep {
     }
 }
 
-/// Seed 002's bug: check, then mark and sleep a tick without re-checking.
+/// The lost wake-up: check, then mark and sleep a tick without re-checking.
 struct Racy;
 
 impl Design for Racy {
@@ -174,7 +174,7 @@ impl Design for Racy {
     }
 }
 
-/// Seed 003's remedy: poll for `poll_ns`, then sleep.
+/// Poll for `poll_ns` (a spin-wait with a time budget), then sleep.
 struct Poll;
 
 impl Design for Poll {

@@ -76,6 +76,8 @@ pub mod counter;
 pub mod cyc_ns;
 #[path = "nmiclock_core/src/environment.rs"]
 pub mod environment;
+#[path = "nmiclock_core/src/lines.rs"]
+pub mod lines;
 #[path = "nmiclock_core/src/owner.rs"]
 pub mod owner;
 #[path = "nmiclock_core/src/parse.rs"]

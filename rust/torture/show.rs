@@ -20,11 +20,20 @@ use crate::ffi;
 use crate::fmtbuf::FmtBuf;
 use crate::kacct;
 use crate::kclock;
+use crate::lines::split_at_field;
 use crate::settings::{self, Key};
 use crate::target;
 
 /// One log line (printk takes one string).
-type Line = FmtBuf<1024>;
+type Line = FmtBuf<2048>;
+
+/// What one printk record holds (the kernel's `PRINTKRB_RECORD_MAX`),
+/// the log prefix and the newline included.
+const RECORD_MAX: usize = 1024;
+/// The log prefix of every line (`pr_fmt`).
+const PREFIX: &str = "nmiclock: ";
+/// The header of an End of test line's continuation records.
+const CONTINUED: &str = "End of test, continued:";
 
 /// Window hits a run without anomaly needs for `SUCCESS` per second of
 /// `duration_s`, when `min_window_hits` is 0.
@@ -335,12 +344,17 @@ pub(crate) fn end_of_test(why: &str) {
             RATE_ERROR_PPB.load(Ordering::Relaxed)
         );
     }
-    pr_info!(
-        "End of test: {} ({}):{}\n",
-        verdict.name(),
-        why,
-        line.as_str()
-    );
+    // One record if it fits, else continuation records, each cut before a
+    // field: a printk record longer than RECORD_MAX is cut off.
+    let head = FmtBuf::<256>::from_fmt(format_args!("End of test: {} ({}):", verdict.name(), why));
+    let room = |header: &str| RECORD_MAX.saturating_sub(PREFIX.len() + header.len() + 1);
+    let (first, mut rest) = split_at_field(line.as_str(), room(head.as_str()));
+    pr_info!("{}{}\n", head, first);
+    while !rest.is_empty() {
+        let (piece, tail) = split_at_field(rest, room(CONTINUED));
+        pr_info!("{}{}\n", CONTINUED, piece);
+        rest = tail;
+    }
 }
 
 /// Writes the run's part of `stats`.

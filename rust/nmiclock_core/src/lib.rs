@@ -36,6 +36,7 @@ pub mod clock;
 pub mod counter;
 pub mod cyc_ns;
 pub mod environment;
+pub mod lines;
 pub mod owner;
 pub mod parse;
 pub mod spin;

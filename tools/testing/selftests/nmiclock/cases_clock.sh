@@ -69,11 +69,10 @@ t_narrow_counter() {
 # stores, on a counter masked to wrap in about TEAR_WRAP_MS (lib.sh): on
 # x86 28 bits of a 2.3 GHz TSC, an epoch update every 64 ms; on arm64 26
 # bits of the 62.5 MHz counter, one every 0.5 s (at 28 bits the epoch timer
-# is held to one a second, and 50 windows took 25 s). A wrap is far longer
-# than any hiccup of a vCPU, so no update is late by a whole wrap, which
-# would step time back by one wrap whatever the protection; on a loaded
-# host it happened all the same, once in a while: such a run proves nothing
-# and is run again, three times at most. It runs until the readers have
+# is held to one a second, and 50 windows take twice as long). A wrap is
+# far longer than most hiccups of a vCPU, so an update late by a whole
+# wrap, which steps time back by one wrap whatever the protection, is rare;
+# a run with one proves nothing and is run again, three times at most. It runs until the readers have
 # seen TEAR_WINDOWS distinct writer windows or time went backwards,
 # TEAR_CAP_MS at most: how long that takes depends on how often the host
 # lets the reading vCPU run through a window, not on a fixed time. Sets
