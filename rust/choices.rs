@@ -42,6 +42,19 @@ pub(crate) trait Choice: Copy + PartialEq + 'static {
     }
 }
 
+/// `until=coverage`: a run without anomaly goes on past `duration_s` until
+/// it has met its window hits, up to this many times `duration_s`: enough
+/// for a source whose NMIs seldom land in a window (an emulated PMU meets
+/// them a few times a second) to meet 100 a second. A macro, so that the
+/// texts that name it (the setting's help, the End of test reason) are
+/// built from it with `concat!`.
+macro_rules! coverage_cap {
+    () => {
+        30
+    };
+}
+pub(crate) use coverage_cap;
+
 /// Whether two strings are equal, in const context (for the build-time
 /// checks of names declared twice).
 pub(crate) const fn same(a: &str, b: &str) -> bool {

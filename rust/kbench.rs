@@ -77,7 +77,6 @@ use crate::kacct::KernelIrqSave;
 use crate::kclock;
 use crate::kwake;
 use crate::torture;
-use crate::torture::source::Source;
 
 /// One operation to time, returning what it read (0 for the acct rows).
 /// `rec` is the reader's own acct record (only the acct rows use it).
@@ -586,56 +585,6 @@ fn timing_readers(online: u32) -> u32 {
     ((online >> 1) + (online >> 2)).max(1)
 }
 
-/// Period of the ceiling runs: the shortest `period_us` accepts.
-const CEILING_PERIOD_NS: u64 = 10_000;
-
-/// Length of a ceiling run, in ms.
-const CEILING_MS: u32 = 1_000;
-
-/// The sources a ceiling is measured for, in this order.
-const CEILING_SOURCES: [Source; 2] = [Source::Ipi, Source::PerfHw];
-
-/// Per source (as in [`CEILING_SOURCES`]): samples per second of its
-/// ceiling run (or the errno of a source that could not start), and its
-/// state: 0 not measured, 1 measured, 2 could not start.
-static CEILINGS: [[AtomicU64; 2]; CEILING_SOURCES.len()] =
-    [const { [const { AtomicU64::new(0) }; 2] }; CEILING_SOURCES.len()];
-
-/// The NMI ceiling last measured for `source`, samples per second, if any.
-pub(crate) fn ceiling_per_s(source: Source) -> Option<u64> {
-    let i = CEILING_SOURCES.iter().position(|s| *s == source)?;
-    let c = CEILINGS.get(i)?;
-    (c[1].load(Ordering::Relaxed) == 1).then(|| c[0].load(Ordering::Relaxed))
-}
-
-/// Measures the NMI ceiling of each source this machine has: the most
-/// samples per second it delivers at the shortest period with an empty
-/// handler, no writers and no wake probe, in a run of [`CEILING_MS`]
-/// nested in the benchmark's activity.
-fn measure_ceilings(stress: &torture::Installed, bench: &Guard) {
-    for (c, source) in CEILINGS.iter().zip(CEILING_SOURCES) {
-        for a in c {
-            a.store(0, Ordering::Relaxed);
-        }
-        if source == Source::Ipi && !crate::arch::NMI_IPI {
-            continue;
-        }
-        match stress.ceiling(bench, source, CEILING_PERIOD_NS, CEILING_MS) {
-            Ok(r) => {
-                c[0].store(
-                    r.samples.saturating_mul(1_000) / r.elapsed_ms.max(1),
-                    Ordering::Relaxed,
-                );
-                c[1].store(1, Ordering::Relaxed);
-            }
-            Err(e) => {
-                c[0].store(e.to_errno().unsigned_abs().into(), Ordering::Relaxed);
-                c[1].store(2, Ordering::Relaxed);
-            }
-        }
-    }
-}
-
 /// Times the NMI handler: a one-second stress run with the settings in
 /// force, nested in the benchmark's activity, whose NMI-context samples
 /// `torture` times.
@@ -713,7 +662,7 @@ pub(crate) fn write(stress: &torture::Installed, input: &[u8]) -> Result {
     }
     if ret.is_ok() {
         measure_nmi_handler(stress, &guard);
-        measure_ceilings(stress, &guard);
+        torture::ceiling::measure(stress, &guard);
     }
     ELAPSED_MS.store(
         ffi::time::local_clock().wrapping_sub(t0) / 1_000_000,
@@ -951,25 +900,24 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
             torture::show::source_used()
         )?;
     }
-    for (c, source) in CEILINGS.iter().zip(CEILING_SOURCES) {
-        let [v, state] = [&c[0], &c[1]].map(|a| a.load(Ordering::Relaxed));
-        match state {
-            1 => writeln!(
+    for (source, measured) in torture::ceiling::each() {
+        match measured {
+            torture::ceiling::Measured::Rate(v) => writeln!(
                 w,
                 "nmi       nmi ceiling ({}): {} samples/s, empty handler, period_us={}, {} CPUs, {} ms",
                 source.name(),
                 v,
-                CEILING_PERIOD_NS / 1_000,
+                torture::ceiling::PERIOD_NS / 1_000,
                 CPUS.load(Ordering::Relaxed),
-                CEILING_MS
+                torture::ceiling::RUN_MS
             )?,
-            2 => writeln!(
+            torture::ceiling::Measured::CouldNotStart(errno) => writeln!(
                 w,
                 "nmi       nmi ceiling ({}): not measured: the source could not start (error -{})",
                 source.name(),
-                v
+                errno
             )?,
-            _ => {}
+            torture::ceiling::Measured::Not => {}
         }
     }
     // refscale's format, one table per row and phase, for

@@ -34,7 +34,14 @@
 //!   before sleeping, run on every CPU and timed (`wake`), and played
 //!   ping-pong between two CPUs in the bench.
 //! - The settings ([`settings`]): module parameters at load, `config` while
-//!   nothing runs; one activity at a time ([`activity`]).
+//!   nothing runs (several pairs a write, all or none, checked as a
+//!   whole), each choice an enum declared once ([`choices`]); one activity
+//!   at a time ([`activity`]).
+//!
+//! Modules import in one direction (`scripts/check-imports` fails on a
+//! circle): [`ffi`] names nothing above it, [`choices`] and [`registry`]
+//! (the targets' names) are leaves for [`settings`], and [`torture`] sits
+//! above [`target`], [`kclock`] and [`kacct`].
 //! - debugfs, root-only, under `/sys/kernel/debug/nmiclock/` (see
 //!   [`create_files`]): `stats`, `config`, `control`, `histogram`,
 //!   `percpu`, `anomalies` ([`torture`]), `check` ([`check`]), `acct`
@@ -97,6 +104,7 @@ mod kbench;
 mod kclock;
 mod kwake;
 mod percpu;
+mod registry;
 mod settings;
 mod target;
 mod torture;

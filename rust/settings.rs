@@ -130,12 +130,12 @@ settings! {
         false, "window hits a run without anomaly needs to end SUCCESS, not INCONCLUSIVE (0: 100 per second of duration_s)";
     /// When the stress run ends.
     Until "until": Kind::Names(Until::NAMES), default "duration", false,
-        concat!("end the stress run after duration_s; at its verdict (first anomaly, or min_window_hits reached) with duration_s the cap; or coverage: at an anomaly, else after duration_s once the window hits are met, ", crate::torture::coverage_cap!(), " x duration_s at most");
+        concat!("end the stress run after duration_s; at its verdict (first anomaly, or min_window_hits reached) with duration_s the cap; or coverage: at an anomaly, else after duration_s once the window hits are met, ", crate::choices::coverage_cap!(), " x duration_s at most");
     /// What the stress run's writers do besides moving the epoch.
     Disturb "disturb": Kind::Names(Disturb::NAMES), default "none", false,
         "stress run disturbance: conversion switches between two mult/shift pairs, stutter pauses the writers";
     /// What the stress run reads.
-    Target "target": Kind::Target(&crate::target::BUILTIN), default "nmiclock", false,
+    Target "target": Kind::Target(&crate::registry::BUILTIN), default "nmiclock", false,
         "what the stress run reads: nmiclock (the clock clock= selects), a kernel clock, or a target another module registered";
     /// How the `wake` activity's waiters wait.
     Wake "wake": Kind::Names(Wake::NAMES), default "sleep", false,
@@ -316,7 +316,7 @@ fn parse(spec: &Spec, value: &str) -> Result<u32> {
                 Err(EINVAL)
             }
         },
-        Kind::Target(names) => match crate::target::lookup(value) {
+        Kind::Target(names) => match crate::registry::lookup(value) {
             Some(i) => Ok(i as u32),
             None => {
                 pr_err!(
@@ -325,7 +325,7 @@ fn parse(spec: &Spec, value: &str) -> Result<u32> {
                     value,
                     spec.key,
                     Joined(names, ", "),
-                    crate::target::registered()
+                    crate::registry::registered()
                 );
                 Err(EINVAL)
             }
@@ -400,7 +400,7 @@ impl Change {
 pub(crate) fn set_all(pairs: &Pairs<'_>, check: impl Fn(&Values) -> Result) -> Result<Change> {
     // A registered target's index stays its own only while the registry's
     // mutex is held: unregistering it resets the setting under the mutex.
-    crate::target::locked(|| {
+    crate::registry::locked(|| {
         let old = Values::now();
         let mut new = old;
         let mut given = [false; SPECS.len()];
@@ -521,7 +521,7 @@ impl fmt::Display for Value {
             .map_or(0, |v| v.load(Ordering::Relaxed));
         match SPECS.get(self.0).map(|s| &s.kind) {
             Some(Kind::Names(names)) => f.write_str(names.get(v as usize).copied().unwrap_or("?")),
-            Some(Kind::Target(_)) => crate::target::write_name(f, v as usize),
+            Some(Kind::Target(_)) => crate::registry::write_name(f, v as usize),
             _ => write!(f, "{v}"),
         }
     }

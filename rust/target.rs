@@ -27,28 +27,10 @@ use crate::clock::{Window, Writer};
 use crate::coverage::Marker;
 use crate::ffi;
 use crate::ffi::target::{Locked, RawTarget};
+use crate::registry::{
+    lookup, store_name, valid_name, SlotName, BUILTIN, MAX_REGISTERED, NAME_MAX, NMICLOCK, SLOTS,
+};
 use crate::settings::{self, Key};
-
-/// The built-in targets, in setting order; the first is the default.
-pub(crate) const BUILTIN: [&str; 8] = [
-    "nmiclock",
-    "sched_clock",
-    "local_clock",
-    "ktime_get_mono_fast_ns",
-    "ktime_get_raw_fast_ns",
-    "ktime_get_boot_fast_ns",
-    "ktime_get_tai_fast_ns",
-    "ktime_get_real_fast_ns",
-];
-
-/// `target=nmiclock`.
-pub(crate) const NMICLOCK: usize = 0;
-
-/// Targets registered at once, at most.
-pub(crate) const MAX_REGISTERED: usize = 8;
-
-/// Longest name of a registered target, in bytes.
-pub(crate) const NAME_MAX: usize = 31;
 
 /// How far the kernel's `ktime_get_*_fast_ns()` may step back across an
 /// update: "a few nanoseconds", in the kernel's words (an NMI inside the
@@ -133,26 +115,6 @@ pub(crate) static REGISTERED: Promise = Promise {
     source: "include/nmiclock.h: a clock in ns, read from NMI context",
 };
 
-/// One registry slot.
-struct Slot {
-    /// The target's [`RawTarget::addr`], 0 when free.
-    target: AtomicUsize,
-    /// Its name, copied at registration ([a-z0-9_], NUL-padded), so that
-    /// showing the setting needs no lock.
-    name: [AtomicU64; 4],
-    /// Being unregistered: no run may pin it.
-    going: AtomicBool,
-}
-
-#[allow(clippy::declare_interior_mutable_const)]
-const FREE: Slot = Slot {
-    target: AtomicUsize::new(0),
-    name: [const { AtomicU64::new(0) }; 4],
-    going: AtomicBool::new(false),
-};
-
-static SLOTS: [Slot; MAX_REGISTERED] = [FREE; MAX_REGISTERED];
-
 /// The target index of the run in progress (or the last run).
 static RUN_INDEX: AtomicUsize = AtomicUsize::new(NMICLOCK);
 /// The registered target the run in progress reads ([`RawTarget::addr`]),
@@ -166,80 +128,6 @@ static UPDATING: AtomicBool = AtomicBool::new(false);
 static UPDATES: AtomicU64 = AtomicU64::new(0);
 /// Writer steps that found another CPU's `update` in progress.
 static UPDATE_SKIPS: AtomicU64 = AtomicU64::new(0);
-
-/// A name copied into a slot.
-fn store_name(slot: &Slot, name: &[u8]) {
-    for (i, word) in slot.name.iter().enumerate() {
-        let mut b = [0u8; 8];
-        for (j, x) in b.iter_mut().enumerate() {
-            *x = name.get(i * 8 + j).copied().unwrap_or(0);
-        }
-        word.store(u64::from_le_bytes(b), Ordering::Relaxed);
-    }
-}
-
-/// A slot's name, as stored.
-struct SlotName([u8; 32]);
-
-impl SlotName {
-    fn of(slot: &Slot) -> Self {
-        let mut out = [0u8; 32];
-        for (chunk, word) in out.chunks_mut(8).zip(slot.name.iter()) {
-            chunk.copy_from_slice(&word.load(Ordering::Relaxed).to_le_bytes());
-        }
-        Self(out)
-    }
-
-    fn as_bytes(&self) -> &[u8] {
-        let n = self.0.iter().position(|&b| b == 0).unwrap_or(self.0.len());
-        self.0.get(..n).unwrap_or(&[])
-    }
-}
-
-/// Writes the name of target `index` (a built-in one, or a registered
-/// one's; `?` for an empty slot).
-pub(crate) fn write_name(f: &mut core::fmt::Formatter<'_>, index: usize) -> core::fmt::Result {
-    if let Some(n) = BUILTIN.get(index) {
-        return f.write_str(n);
-    }
-    let Some(slot) = index.checked_sub(BUILTIN.len()).and_then(|i| SLOTS.get(i)) else {
-        return f.write_str("?");
-    };
-    let name = SlotName::of(slot);
-    match core::str::from_utf8(name.as_bytes()) {
-        Ok(s) if !s.is_empty() => f.write_str(s),
-        _ => f.write_str("?"),
-    }
-}
-
-/// The index of the target named `name`, if any. The caller holds the
-/// registry's mutex (see [`settings::set_all`]) when it keeps the index.
-pub(crate) fn lookup(name: &str) -> Option<usize> {
-    if let Some(i) = BUILTIN.iter().position(|n| *n == name) {
-        return Some(i);
-    }
-    SLOTS
-        .iter()
-        .position(|s| {
-            s.target.load(Ordering::Acquire) != 0 && SlotName::of(s).as_bytes() == name.as_bytes()
-        })
-        .map(|i| i + BUILTIN.len())
-}
-
-/// Runs `f` with the registry's mutex held. Task context.
-pub(crate) fn locked<R>(f: impl FnOnce() -> R) -> R {
-    let _l = Locked::new();
-    f()
-}
-
-/// Whether `name` may name a registered target: 1 to [`NAME_MAX`] bytes
-/// of `[a-z0-9_]`.
-fn valid_name(name: &[u8]) -> bool {
-    (1..=NAME_MAX).contains(&name.len())
-        && name
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_')
-}
 
 /// Registers `t` (see `include/nmiclock.h`). Task context.
 pub(crate) fn register(t: RawTarget) -> Result {
@@ -292,9 +180,10 @@ pub(crate) fn register(t: RawTarget) -> Result {
     Ok(())
 }
 
-/// Unregisters `t`: stops a run that uses it first, and sets `target` back
-/// to `nmiclock` if it was selected. Task context; may sleep.
-pub(crate) fn unregister(t: RawTarget) {
+/// Unregisters `t`: stops a run that uses it first (`stop_run`, called
+/// until no run reads it; true when it stopped one), and sets `target`
+/// back to `nmiclock` if it was selected. Task context; may sleep.
+pub(crate) fn unregister(t: RawTarget, stop_run: impl Fn() -> bool) {
     // No run may pin it from now on (a run pins under the mutex, so one
     // that did is seen below); one that has stops, not under the mutex:
     // its End of test line shows the settings.
@@ -318,7 +207,7 @@ pub(crate) fn unregister(t: RawTarget) {
     let index = i + BUILTIN.len();
     let mut said = false;
     while RUN_RAW.load(Ordering::Acquire) == t.addr() {
-        if crate::torture::stop("target unregistered").is_ok() && !said {
+        if stop_run() && !said {
             pr_info!("stopped the run: its target is being unregistered\n");
             said = true;
         }
@@ -511,7 +400,7 @@ impl core::fmt::Display for Allowance {
 /// the promise of the one selected.
 pub(crate) fn show(w: &mut impl core::fmt::Write) -> core::fmt::Result {
     let p = promise_of(settings::target_index());
-    writeln!(w, "registered_targets: {}", registered())?;
+    writeln!(w, "registered_targets: {}", crate::registry::registered())?;
     writeln!(
         w,
         "target_promise: per_cpu_step_back_ns={} cross_cpu_step_back_ns={} raw_rate={} ({})",
@@ -520,12 +409,4 @@ pub(crate) fn show(w: &mut impl core::fmt::Write) -> core::fmt::Result {
         if p.raw_rate { "yes" } else { "no" },
         p.source
     )
-}
-
-/// Registered targets now.
-pub(crate) fn registered() -> usize {
-    SLOTS
-        .iter()
-        .filter(|s| s.target.load(Ordering::Relaxed) != 0)
-        .count()
 }

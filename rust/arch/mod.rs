@@ -22,13 +22,4 @@ mod x86;
 #[cfg(target_arch = "x86_64")]
 pub(crate) use x86::*;
 
-/// How a `perf_hw` counter's overflow rate is set.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum PerfPeriod {
-    /// An overflow every this many events.
-    Every(u64),
-    /// This many overflows per second, the period adjusted by perf as it
-    /// goes (`perf record -F`). Only some architectures' `perf_hw` uses it.
-    #[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))]
-    Freq(u64),
-}
+pub(crate) use crate::ffi::nmi::PerfPeriod;

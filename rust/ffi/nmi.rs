@@ -17,7 +17,17 @@ use kernel::ffi::c_void;
 use kernel::prelude::*;
 
 use super::{bindings, closure, erase, Callback, Owned};
-use crate::arch::PerfPeriod;
+
+/// How a `perf_hw` counter's overflow rate is set.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum PerfPeriod {
+    /// An overflow every this many events.
+    Every(u64),
+    /// This many overflows per second, the period adjusted by perf as it
+    /// goes (`perf record -F`). Only some architectures' `perf_hw` uses it.
+    #[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))]
+    Freq(u64),
+}
 
 /// What a [`PerfEvent`] counts.
 #[derive(Clone, Copy, PartialEq, Eq)]

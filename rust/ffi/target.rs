@@ -2,14 +2,14 @@
 
 //! Targets other modules register (`include/nmiclock.h`): the two exported
 //! functions, a handle on a registered `struct nmiclock_target`, and the
-//! registry's mutex. [`crate::target`] keeps the registry itself.
+//! registry's mutex. The registry itself is the caller's, which defines
+//! the exported functions over it with [`export_registry`].
 
 use super::bindings;
-use crate::target;
 
 /// A registered `struct nmiclock_target`, by address. The provider keeps
 /// it in place from `nmiclock_register_target()` until
-/// `nmiclock_unregister_target()` returns, and [`crate::target`] uses a
+/// `nmiclock_unregister_target()` returns, and the registry uses a
 /// handle only in between (or while a reference on its owner pins it).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct RawTarget(*const bindings::nmiclock_target);
@@ -22,6 +22,16 @@ unsafe impl Send for RawTarget {}
 unsafe impl Sync for RawTarget {}
 
 impl RawTarget {
+    /// The handle on `t`; `None` for null.
+    ///
+    /// # Safety
+    ///
+    /// `t` is null, or points to a `struct nmiclock_target` that stays in
+    /// place, unchanged, until `nmiclock_unregister_target(t)` returns.
+    pub(crate) unsafe fn new(t: *mut bindings::nmiclock_target) -> Option<Self> {
+        (!t.is_null()).then_some(Self(t))
+    }
+
     /// The address, to keep in an atomic.
     pub(crate) fn addr(self) -> usize {
         self.0 as usize
@@ -120,37 +130,68 @@ impl Drop for Locked {
     }
 }
 
-/// Registers `t` (exported GPL by the glue; see `include/nmiclock.h`).
-#[no_mangle]
-pub(crate) extern "C" fn nmiclock_register_target(
-    t: *mut bindings::nmiclock_target,
-) -> kernel::ffi::c_int {
-    if t.is_null() {
-        kernel::pr_err!("register_target: NULL target\n");
-        return kernel::error::code::EINVAL.to_errno();
-    }
-    match target::register(RawTarget(t)) {
-        Ok(()) => 0,
-        Err(e) => e.to_errno(),
-    }
-}
+/// Defines the two functions `include/nmiclock.h` exports over a registry:
+/// `$register`, a `fn(RawTarget) -> Result`, and `$unregister`, a
+/// `fn(RawTarget)`. The registry's module invokes it, so that this layer
+/// names nothing above it; the build fails if a definition's type is not
+/// the header's.
+macro_rules! export_registry {
+    ($register:path, $unregister:path) => {
+        /// Registers `t` (exported GPL by the glue; see
+        /// `include/nmiclock.h`).
+        ///
+        /// # Safety
+        ///
+        /// `t` is null, or points to a `struct nmiclock_target` that stays
+        /// in place, unchanged, until `nmiclock_unregister_target(t)`
+        /// returns, as the header requires of its callers.
+        #[no_mangle]
+        pub(crate) unsafe extern "C" fn nmiclock_register_target(
+            t: *mut $crate::ffi::bindings::nmiclock_target,
+        ) -> kernel::ffi::c_int {
+            // SAFETY: The caller's contract is `RawTarget::new`'s.
+            match unsafe { $crate::ffi::target::RawTarget::new(t) } {
+                None => {
+                    kernel::pr_err!("register_target: NULL target\n");
+                    kernel::error::code::EINVAL.to_errno()
+                }
+                Some(raw) => match $register(raw) {
+                    Ok(()) => 0,
+                    Err(e) => e.to_errno(),
+                },
+            }
+        }
 
-/// Unregisters `t` (exported GPL by the glue), stopping a run that uses it
-/// first.
-#[no_mangle]
-pub(crate) extern "C" fn nmiclock_unregister_target(t: *mut bindings::nmiclock_target) {
-    if !t.is_null() {
-        target::unregister(RawTarget(t));
-    }
-}
+        /// Unregisters `t` (exported GPL by the glue), stopping a run that
+        /// uses it first.
+        ///
+        /// # Safety
+        ///
+        /// `t` is null, or was passed to `nmiclock_register_target()` and
+        /// is still in place.
+        #[no_mangle]
+        pub(crate) unsafe extern "C" fn nmiclock_unregister_target(
+            t: *mut $crate::ffi::bindings::nmiclock_target,
+        ) {
+            // SAFETY: The caller's contract is `RawTarget::new`'s.
+            if let Some(raw) = unsafe { $crate::ffi::target::RawTarget::new(t) } {
+                $unregister(raw);
+            }
+        }
 
-// The header's declarations (generated) and these definitions have one type.
-const _: () = {
-    let _: unsafe extern "C" fn(*mut bindings::nmiclock_target) -> kernel::ffi::c_int =
-        bindings::nmiclock_register_target;
-    let _: extern "C" fn(*mut bindings::nmiclock_target) -> kernel::ffi::c_int =
-        nmiclock_register_target;
-    let _: unsafe extern "C" fn(*mut bindings::nmiclock_target) =
-        bindings::nmiclock_unregister_target;
-    let _: extern "C" fn(*mut bindings::nmiclock_target) = nmiclock_unregister_target;
-};
+        // The header's declarations (generated) and these definitions
+        // have one type.
+        const _: () = {
+            use $crate::ffi::bindings;
+            let _: unsafe extern "C" fn(*mut bindings::nmiclock_target) -> kernel::ffi::c_int =
+                bindings::nmiclock_register_target;
+            let _: unsafe extern "C" fn(*mut bindings::nmiclock_target) -> kernel::ffi::c_int =
+                nmiclock_register_target;
+            let _: unsafe extern "C" fn(*mut bindings::nmiclock_target) =
+                bindings::nmiclock_unregister_target;
+            let _: unsafe extern "C" fn(*mut bindings::nmiclock_target) =
+                nmiclock_unregister_target;
+        };
+    };
+}
+pub(crate) use export_registry;

@@ -434,7 +434,7 @@ fn cover(c: &Cpu, hit: &Hit, r: &Reading) {
 
 /// One sample on this CPU, whose state is `c`, from context `ctx`.
 pub(crate) fn sample(c: &Cpu, ctx: Context) {
-    if target::run_index() != target::NMICLOCK {
+    if target::run_index() != crate::registry::NMICLOCK {
         sample_target(c, ctx);
         return;
     }

@@ -29,6 +29,7 @@
 //! ([`crate::activity`]) from `starting` to `done`.
 
 pub(crate) mod anomaly;
+pub(crate) mod ceiling;
 mod checks;
 pub(crate) mod show;
 pub(crate) mod source;
@@ -56,17 +57,7 @@ use crate::target;
 
 pub(crate) use checks::NMI_HANDLER_NS;
 
-/// `until=coverage`: a run without anomaly goes on past `duration_s` until
-/// it has met its window hits, up to this many times `duration_s`: enough
-/// for a source whose NMIs seldom land in a window (an emulated PMU meets
-/// them a few times a second) to meet 100 a second. A macro, so that the
-/// texts that name it are built from it ([`COVERAGE_CAP`] is its value).
-macro_rules! coverage_cap {
-    () => {
-        30
-    };
-}
-pub(crate) use coverage_cap;
+use crate::choices::coverage_cap;
 
 /// [`coverage_cap!`] as a number (`stats`: `coverage_cap`).
 pub(crate) const COVERAGE_CAP: u64 = coverage_cap!();
@@ -692,6 +683,16 @@ pub(crate) fn stop(why: &str) -> Result {
     drop(guard);
     Ok(())
 }
+
+/// Unregisters target `t` (`nmiclock_unregister_target()`), stopping the
+/// run that reads it first.
+fn unregister_target(t: crate::ffi::target::RawTarget) {
+    target::unregister(t, || stop("target unregistered").is_ok());
+}
+
+// `nmiclock_register_target()` and `nmiclock_unregister_target()`: the
+// registry's, with the stress run stopped for a target going away.
+crate::ffi::target::export_registry!(crate::target::register, unregister_target);
 
 /// Zeroes the counters and returns to `idle`. `EBUSY` while anything runs.
 pub(crate) fn reset() -> Result {

@@ -276,7 +276,7 @@ static LAST_VERDICT: AtomicU64 = AtomicU64::new(0);
 /// Takes the measures that need the clock at the end of a run.
 pub(crate) fn end_run() {
     // nmiclock's own clock only: the writers leave it alone otherwise.
-    let ppb = if target::run_index() == target::NMICLOCK {
+    let ppb = if target::run_index() == crate::registry::NMICLOCK {
         checks::rate_error_ppb()
     } else {
         0
@@ -322,7 +322,7 @@ pub(crate) fn end_of_test(why: &str) {
         settings::Inline,
         source_used()
     );
-    let nmiclock = target::run_index() == target::NMICLOCK;
+    let nmiclock = target::run_index() == crate::registry::NMICLOCK;
     for (k, v, f) in Iterator::chain(t.own().into_iter(), t.theirs()) {
         if f.shown(nmiclock) {
             let _ = write!(line, " {k}={v}");
@@ -401,7 +401,7 @@ pub(crate) fn stats(w: &mut impl Write) -> fmt::Result {
     let per_s = |n: u64| n.saturating_mul(1_000) / elapsed_ms().max(1);
     let rate = per_s(t.nmi_samples);
     let ceiling = source::in_use()
-        .and_then(crate::kbench::ceiling_per_s)
+        .and_then(super::ceiling::per_s)
         .unwrap_or(0);
     writeln!(w, "nmi_rate_per_s: {rate}")?;
     writeln!(w, "nmi_asked_per_s: {}", per_s(t.samples_expected))?;

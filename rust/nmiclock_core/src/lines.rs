@@ -28,5 +28,10 @@ pub fn split_at_field(s: &str, room: usize) -> (&str, &str) {
         }
         Some(i) => i,
     };
-    s.split_at(cut.min(s.len()))
+    // No panicking slice: a cut past the end, or not at a character
+    // boundary (which the search above rules out), keeps the whole line.
+    match (s.get(..cut), s.get(cut..)) {
+        (Some(a), Some(b)) => (a, b),
+        _ => (s, ""),
+    }
 }

@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The NMI ceiling of each interrupt source: the most samples per second
+//! it delivers at the shortest period with an empty handler, no writers
+//! and no wake probe, in a run of [`RUN_MS`]. `bench` has it measured
+//! ([`measure`], nested in its activity) and shows it ([`each`]); a stress
+//! run reports its own rate against it (`nmi_ceiling_per_s`,
+//! [`per_s`]).
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use super::source::Source;
+use super::Installed;
+use crate::activity::Guard;
+
+/// Period of the ceiling runs: the shortest `period_us` accepts.
+pub(crate) const PERIOD_NS: u64 = 10_000;
+
+/// Length of a ceiling run, in ms.
+pub(crate) const RUN_MS: u32 = 1_000;
+
+/// The sources a ceiling is measured for, in this order.
+const SOURCES: [Source; 2] = [Source::Ipi, Source::PerfHw];
+
+/// What the last measurement of a source gave.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Measured {
+    /// Not measured (no bench yet, or no such source here).
+    Not,
+    /// Samples per second.
+    Rate(u64),
+    /// The source could not start: its errno, positive.
+    CouldNotStart(u64),
+}
+
+/// Per source (as in [`SOURCES`]): the value of its last measurement and
+/// which [`Measured`] it is (0 not, 1 a rate, 2 an errno).
+static LAST: [[AtomicU64; 2]; SOURCES.len()] =
+    [const { [const { AtomicU64::new(0) }; 2] }; SOURCES.len()];
+
+fn load(slot: &[AtomicU64; 2]) -> Measured {
+    let [v, kind] = [&slot[0], &slot[1]].map(|a| a.load(Ordering::Relaxed));
+    match kind {
+        1 => Measured::Rate(v),
+        2 => Measured::CouldNotStart(v),
+        _ => Measured::Not,
+    }
+}
+
+fn store(slot: &[AtomicU64; 2], m: Measured) {
+    let (v, kind) = match m {
+        Measured::Not => (0, 0),
+        Measured::Rate(v) => (v, 1),
+        Measured::CouldNotStart(e) => (e, 2),
+    };
+    slot[0].store(v, Ordering::Relaxed);
+    slot[1].store(kind, Ordering::Relaxed);
+}
+
+/// Each source and its last measurement.
+pub(crate) fn each() -> impl Iterator<Item = (Source, Measured)> {
+    SOURCES.into_iter().zip(LAST.iter().map(load))
+}
+
+/// The ceiling last measured for `source`, samples per second, if any.
+pub(crate) fn per_s(source: Source) -> Option<u64> {
+    each().find_map(|(s, m)| match m {
+        Measured::Rate(v) if s == source => Some(v),
+        _ => None,
+    })
+}
+
+/// Measures the ceiling of each source this machine has, each in a run
+/// nested in `bench`'s activity.
+pub(crate) fn measure(stress: &Installed, bench: &Guard) {
+    for (slot, source) in LAST.iter().zip(SOURCES) {
+        store(slot, Measured::Not);
+        if source == Source::Ipi && !crate::arch::NMI_IPI {
+            continue;
+        }
+        let m = match stress.ceiling(bench, source, PERIOD_NS, RUN_MS) {
+            Ok(r) => Measured::Rate(r.samples.saturating_mul(1_000) / r.elapsed_ms.max(1)),
+            Err(e) => Measured::CouldNotStart(e.to_errno().unsigned_abs().into()),
+        };
+        store(slot, m);
+    }
+}
