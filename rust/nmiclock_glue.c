@@ -573,6 +573,16 @@ void nmiclock_synchronize_rcu(void)
 	synchronize_rcu();
 }
 
+void nmiclock_rcu_read_lock(void)
+{
+	rcu_read_lock();
+}
+
+void nmiclock_rcu_read_unlock(void)
+{
+	rcu_read_unlock();
+}
+
 /* ---- clocks and time ------------------------------------------------------------ */
 
 u64 nmiclock_tick_nsec(void)

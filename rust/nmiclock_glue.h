@@ -237,6 +237,9 @@ void nmiclock_ndelay(unsigned int ns);
 void nmiclock_cond_resched(void);
 void nmiclock_sleep_us(unsigned int us);
 void nmiclock_synchronize_rcu(void);
+/* rcu_read_lock()/rcu_read_unlock() are static inline: not callable from Rust. */
+void nmiclock_rcu_read_lock(void);
+void nmiclock_rcu_read_unlock(void);
 
 /* ---- clocks and time ------------------------------------------------------------------ */
 

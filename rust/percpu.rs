@@ -8,7 +8,8 @@
 //! slot and updating it updates another CPU's slot, which stays correct for
 //! totals. Readers sum with [`PerCpu::sum`] (or take [`PerCpu::max`]).
 
-use core::ptr;
+use core::marker::PhantomData;
+use core::ptr::{self, NonNull};
 use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 use kernel::prelude::*;
@@ -19,12 +20,15 @@ use crate::ffi;
 ///
 /// # Invariants
 ///
-/// While `ptr` is non-null it points to `len` initialised `T`s in a `KVec`
-/// allocation of capacity `cap`, owned by this `PerCpu`.
+/// While `ptr` is neither null nor [`PerCpu::INSTALLING`] it points to
+/// `len` initialised `T`s in a `KVec` allocation of capacity `cap`, owned
+/// by this `PerCpu`.
 pub(crate) struct PerCpu<T> {
     ptr: AtomicPtr<T>,
     len: AtomicUsize,
     cap: AtomicUsize,
+    /// It owns `T`s: it is `Send` only if they are.
+    _owns: PhantomData<T>,
 }
 
 // SAFETY: `PerCpu` hands out `&T` to any thread, so it is `Sync` exactly when
@@ -32,24 +36,39 @@ pub(crate) struct PerCpu<T> {
 unsafe impl<T: Sync + Send> Sync for PerCpu<T> {}
 
 impl<T> PerCpu<T> {
+    /// `ptr` while an [`Self::install`] fills in the lengths: not
+    /// installed yet, but taken (no allocation is at this address).
+    const INSTALLING: *mut T = NonNull::dangling().as_ptr();
+
     /// Nothing installed yet: every lookup gives `None`.
     pub(crate) const fn new() -> Self {
         Self {
             ptr: AtomicPtr::new(ptr::null_mut()),
             len: AtomicUsize::new(0),
             cap: AtomicUsize::new(0),
+            _owns: PhantomData,
         }
     }
 
     /// Allocates one `make()` per possible CPU id. `EBUSY` if already
-    /// installed.
+    /// installed (or being installed): the slot is taken with a
+    /// compare-exchange, so of two installs one wins.
     pub(crate) fn install(&self, make: impl Fn() -> T) -> Result {
         let n = ffi::cpu::nr_cpu_ids() as usize;
         let mut v = KVec::with_capacity(n, GFP_KERNEL)?;
         for _ in 0..n {
             v.push(make(), GFP_KERNEL)?;
         }
-        if !self.ptr.load(Ordering::Relaxed).is_null() {
+        if self
+            .ptr
+            .compare_exchange(
+                ptr::null_mut(),
+                Self::INSTALLING,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            )
+            .is_err()
+        {
             return Err(EBUSY);
         }
         let (p, len, cap) = v.into_raw_parts();
@@ -69,7 +88,7 @@ impl<T> PerCpu<T> {
     /// [`Self::iter`] may be alive, and none may be taken concurrently.
     pub(crate) unsafe fn uninstall(&self) {
         let p = self.ptr.swap(ptr::null_mut(), Ordering::Acquire);
-        if p.is_null() {
+        if p.is_null() || p == Self::INSTALLING {
             return;
         }
         let len = self.len.swap(0, Ordering::Relaxed);
@@ -84,7 +103,7 @@ impl<T> PerCpu<T> {
     #[inline]
     pub(crate) fn get(&self, cpu: u32) -> Option<&T> {
         let p = self.ptr.load(Ordering::Acquire);
-        if p.is_null() {
+        if p.is_null() || p == Self::INSTALLING {
             return None;
         }
         let i = cpu as usize;

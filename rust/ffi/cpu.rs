@@ -100,6 +100,29 @@ pub(crate) fn synchronize_rcu() {
     unsafe { bindings::nmiclock_synchronize_rcu() };
 }
 
+/// An RCU read-side critical section, for as long as the guard lives: a
+/// [`synchronize_rcu`] that begins meanwhile waits for it to end. Any
+/// context but NMI; it does not sleep, and must not be held across a
+/// sleep. Not `Send`: it ends on the CPU and task that began it.
+pub(crate) struct RcuReadLock(core::marker::PhantomData<*const ()>);
+
+impl RcuReadLock {
+    /// Begins the section (`rcu_read_lock()`).
+    pub(crate) fn new() -> Self {
+        // SAFETY: No preconditions; `drop` ends the section.
+        unsafe { bindings::nmiclock_rcu_read_lock() };
+        Self(core::marker::PhantomData)
+    }
+}
+
+impl Drop for RcuReadLock {
+    fn drop(&mut self) {
+        // SAFETY: `new()` began the section this ends, on this task (the
+        // guard is not `Send`).
+        unsafe { bindings::nmiclock_rcu_read_unlock() };
+    }
+}
+
 /// Runs `f` with CPU hotplug held off (`cpus_read_lock()`); `f` may sleep
 /// but must not wait for a hotplug operation.
 pub(crate) fn with_cpus_held<R>(f: impl FnOnce() -> R) -> R {

@@ -228,25 +228,31 @@ impl TaskSlot {
     /// (`f()`) always wakes someone. Hard-IRQ context, for a slot
     /// [`TaskSlot::publish`] filled (see [`TaskSlot::wake`]).
     pub(crate) fn wake_if(&self, f: impl FnOnce() -> bool) {
+        let _rcu = super::cpu::RcuReadLock::new();
         let task = self.0.load(Ordering::Acquire);
         if !task.is_null() && f() {
             // SAFETY: As in `wake()`: the task stays alive until `clear()`,
-            // which waits for this handler.
+            // whose grace period waits for this read side.
             unsafe { bindings::nmiclock_wake(task) };
         }
     }
 
-    /// Wakes the published task, if any, through the scheduler: from
-    /// hard-IRQ context (an RCU read side) for a slot [`TaskSlot::publish`]
-    /// filled, or from the wakers [`TaskSlot::publish_self`] allows. Not
-    /// from NMI, whose wake-ups the scheduler does not allow.
+    /// Wakes the published task, if any, through the scheduler, from any
+    /// context but NMI (whose wake-ups the scheduler does not allow): for a
+    /// slot [`TaskSlot::publish`] filled, the read side it runs in keeps
+    /// the task alive until [`TaskSlot::clear`]'s grace period; for one
+    /// [`TaskSlot::publish_self`] filled, its wakers are those it allows.
     pub(crate) fn wake(&self) {
+        // The load and the wake are one RCU read side, from any context
+        // (task context too, where a preempted waker is no RCU reader by
+        // itself): `clear()`'s grace period waits for it.
+        let _rcu = super::cpu::RcuReadLock::new();
         let task = self.0.load(Ordering::Acquire);
         if !task.is_null() {
             // SAFETY: A published task stays alive until `clear()` (the
-            // contract of `publish()`), which waits for this handler, or
-            // for as long as its wakers may call this (the contract of
-            // `publish_self()`).
+            // contract of `publish()`), whose grace period waits for this
+            // read side, or for as long as its wakers may call this (the
+            // contract of `publish_self()`).
             unsafe { bindings::nmiclock_wake(task) };
         }
     }

@@ -111,15 +111,16 @@ impl RawTarget {
     }
 }
 
-/// The registry's mutex, held while the guard lives. Task context.
-pub(crate) struct Locked(());
+/// The registry's mutex, held while the guard lives. Task context. Not
+/// `Send`: a mutex is released by the task that took it.
+pub(crate) struct Locked(core::marker::PhantomData<*const ()>);
 
 impl Locked {
     /// Takes the mutex (may sleep).
     pub(crate) fn new() -> Self {
         // SAFETY: Task context (every caller is); released by `drop`.
         unsafe { bindings::nmiclock_targets_lock() };
-        Self(())
+        Self(core::marker::PhantomData)
     }
 }
 
