@@ -16,18 +16,8 @@
 use kernel::prelude::*;
 
 /// `include/nmiclock.h`, generated (see `Kbuild`).
-#[allow(
-    dead_code,
-    missing_docs,
-    non_camel_case_types,
-    non_upper_case_globals,
-    unreachable_pub,
-    clippy::all
-)]
-mod nmiclock {
-    use kernel::ffi;
-    include!("nmiclock_target_bindings_generated.rs");
-}
+#[path = "nmiclock_h.rs"]
+mod nmiclock;
 
 module! {
     type: NmiclockSample,

@@ -16,19 +16,9 @@ use core::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use kernel::c_str;
 use kernel::prelude::*;
 
-/// `include/nmiclock.h`, generated.
-#[allow(
-    dead_code,
-    missing_docs,
-    non_camel_case_types,
-    non_upper_case_globals,
-    unreachable_pub,
-    clippy::all
-)]
-mod nmiclock {
-    use kernel::ffi;
-    include!("nmiclock_target_bindings_generated.rs");
-}
+/// `include/nmiclock.h`, generated (see `Kbuild`).
+#[path = "nmiclock_h.rs"]
+mod nmiclock;
 
 module! {
     type: NmiclockTargetRust,
