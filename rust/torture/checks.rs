@@ -81,110 +81,162 @@ pub(crate) const ERR_SIDE: usize = 40;
 /// Buckets of the tear-error histogram: negative, zero, positive.
 pub(crate) const ERR_BUCKETS: usize = 2 * ERR_SIDE + 1;
 
-/// One CPU's counters and previous sample.
-pub(crate) struct Cpu {
-    pub(crate) samples: AtomicU64,
-    pub(crate) nmi_samples: AtomicU64,
-    pub(crate) torn: AtomicU64,
-    pub(crate) ref_mismatches: AtomicU64,
-    pub(crate) backwards: AtomicU64,
-    pub(crate) cross: AtomicU64,
-    pub(crate) max_backstep: AtomicU64,
-    /// Target runs: steps back within what the target promises.
-    pub(crate) steps_back_allowed: AtomicU64,
-    /// Target runs: steps back on one CPU, and across CPUs, that the
-    /// target never promised not to take.
-    pub(crate) unpromised_backwards: AtomicU64,
-    pub(crate) unpromised_cross: AtomicU64,
-    /// Target runs: the largest step back across CPUs, ns.
-    pub(crate) max_cross_backstep: AtomicU64,
-    /// Target runs: elapsed times off the reference's, on a target that
-    /// does not promise its rate; the largest error, ns.
-    pub(crate) unpromised_ref: AtomicU64,
-    pub(crate) max_ref_error: AtomicU64,
-    /// Target runs: reads by the writers, in task context.
-    pub(crate) task_reads: AtomicU64,
-    pub(crate) hits_local: AtomicU64,
-    pub(crate) hits_remote: AtomicU64,
-    pub(crate) stable_copy: AtomicU64,
-    /// Samples whose epoch was more than a wrap old when read (see
-    /// [`Reading::late_epoch`]): not checked.
-    pub(crate) late_reads: AtomicU64,
-    /// The last good sample: the base of the next checks.
-    base_ns: AtomicU64,
-    base_cyc: AtomicU64,
-    base_finished: AtomicU64,
-    base_overruns: AtomicU64,
-    base_ref_lo: AtomicU64,
-    base_ref_hi: AtomicU64,
-    has_base: AtomicBool,
-    /// The previous sample's value, for the backwards check, and the
-    /// overrun count it was read under.
-    prev_ns: AtomicU64,
-    prev_overruns: AtomicU64,
-    pub(crate) hist: [AtomicU64; HIST_BUCKETS],
-    pub(crate) err_hist: [AtomicU64; ERR_BUCKETS],
+/// Which End of test lines a count appears in (`stats` has them all): a
+/// run of nmiclock's clock and one of another target count different
+/// things, and a printk record holds 1024 bytes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum For {
+    /// Every run's.
+    All,
+    /// Runs of `target=nmiclock`.
+    Nmiclock,
+    /// Runs of another target.
+    Target,
+    /// None: `stats` only.
+    Stats,
 }
 
-impl Default for Cpu {
-    fn default() -> Self {
-        Self {
-            samples: AtomicU64::new(0),
-            nmi_samples: AtomicU64::new(0),
-            torn: AtomicU64::new(0),
-            ref_mismatches: AtomicU64::new(0),
-            backwards: AtomicU64::new(0),
-            cross: AtomicU64::new(0),
-            max_backstep: AtomicU64::new(0),
-            steps_back_allowed: AtomicU64::new(0),
-            unpromised_backwards: AtomicU64::new(0),
-            unpromised_cross: AtomicU64::new(0),
-            max_cross_backstep: AtomicU64::new(0),
-            unpromised_ref: AtomicU64::new(0),
-            max_ref_error: AtomicU64::new(0),
-            task_reads: AtomicU64::new(0),
-            hits_local: AtomicU64::new(0),
-            hits_remote: AtomicU64::new(0),
-            stable_copy: AtomicU64::new(0),
-            late_reads: AtomicU64::new(0),
-            base_ns: AtomicU64::new(0),
-            base_cyc: AtomicU64::new(0),
-            base_finished: AtomicU64::new(0),
-            base_overruns: AtomicU64::new(0),
-            base_ref_lo: AtomicU64::new(0),
-            base_ref_hi: AtomicU64::new(0),
-            has_base: AtomicBool::new(false),
-            prev_ns: AtomicU64::new(0),
-            prev_overruns: AtomicU64::new(0),
-            hist: [const { AtomicU64::new(0) }; HIST_BUCKETS],
-            err_hist: [const { AtomicU64::new(0) }; ERR_BUCKETS],
+impl For {
+    /// Whether the End of test line of a run of `nmiclock` (or not) shows
+    /// it.
+    pub(crate) fn shown(self, nmiclock: bool) -> bool {
+        match self {
+            Self::All => true,
+            Self::Nmiclock => nmiclock,
+            Self::Target => !nmiclock,
+            Self::Stats => false,
         }
+    }
+}
+
+/// Declares the stress run's per-CPU counters, each once: its field of
+/// [`Cpu`], its `stats` key, how the CPUs' values combine (`sum` or
+/// `max`) and which End of test lines show it. It generates the fields,
+/// their reset, [`Sums`] (every CPU's, combined) and [`Sums::entries`]
+/// (the `stats` and End of test entries). The per-CPU state that is not
+/// a count (each CPU's base of the next checks) follows, with its initial
+/// values.
+macro_rules! counters {
+    (
+        counts {
+            $($(#[$doc:meta])* $field:ident: $key:literal, $how:ident, $for_:ident;)*
+        }
+        state {
+            $($(#[$sdoc:meta])* $svis:vis $sfield:ident: $sty:ty = $sinit:expr;)*
+        }
+    ) => {
+        /// One CPU's counters and previous sample.
+        pub(crate) struct Cpu {
+            $($(#[$doc])* pub(crate) $field: AtomicU64,)*
+            $($(#[$sdoc])* $svis $sfield: $sty,)*
+        }
+
+        impl Default for Cpu {
+            fn default() -> Self {
+                Self {
+                    $($field: AtomicU64::new(0),)*
+                    $($sfield: $sinit,)*
+                }
+            }
+        }
+
+        impl Cpu {
+            /// Every count of this CPU's.
+            fn counts(&self) -> [&AtomicU64; [$(stringify!($field)),*].len()] {
+                [$(&self.$field),*]
+            }
+        }
+
+        /// The run's counts, combined over CPUs.
+        pub(crate) struct Sums {
+            $($(#[$doc])* pub(crate) $field: u64,)*
+        }
+
+        impl Sums {
+            /// The counts of `cpus`, each summed or the largest taken.
+            pub(crate) fn of<'a, I: Iterator<Item = &'a Cpu>>(cpus: impl Fn() -> I) -> Self {
+                Self {
+                    $($field: counters!(@combine $how, cpus().map(|c| c.$field.load(Ordering::Relaxed))),)*
+                }
+            }
+
+            /// Each count with its `stats` key and the End of test lines
+            /// that show it, in table order.
+            pub(crate) fn entries(&self) -> [(&'static str, u64, For); [$($key),*].len()] {
+                [$(($key, self.$field, For::$for_)),*]
+            }
+        }
+    };
+    (@combine sum, $values:expr) => {
+        $values.fold(0u64, |a, v| a.wrapping_add(v))
+    };
+    (@combine max, $values:expr) => {
+        $values.max().unwrap_or(0)
+    };
+}
+
+counters! {
+    counts {
+        /// Samples taken, any context.
+        samples: "samples", sum, All;
+        /// Samples in NMI context.
+        nmi_samples: "nmi_samples", sum, All;
+        /// Samples that interrupted their own CPU's writer inside its
+        /// window, or read while another CPU's was inside one.
+        hits_local: "window_hits_local", sum, All;
+        hits_remote: "window_hits_remote", sum, All;
+        /// Latch reads in a window, served by the copy not being written.
+        stable_copy: "stable_copy_reads", sum, Nmiclock;
+        /// Reads off the exact bound.
+        torn: "torn_reads", sum, Nmiclock;
+        /// Samples whose epoch was more than a wrap old when read (see
+        /// [`Reading::late_epoch`]): not checked.
+        late_reads: "wrap_late_reads", sum, Nmiclock;
+        /// Elapsed times off the reference's.
+        ref_mismatches: "reference_mismatches", sum, All;
+        /// Steps back on this CPU, across CPUs, and the largest on this
+        /// CPU, ns.
+        backwards: "backwards", sum, All;
+        cross: "cross_cpu_backwards", sum, All;
+        max_backstep: "max_backstep_ns", max, All;
+        /// Target runs: the largest step back across CPUs, ns.
+        max_cross_backstep: "max_cross_backstep_ns", max, Target;
+        /// Target runs: steps back within what the target promises.
+        steps_back_allowed: "steps_back_allowed", sum, Target;
+        /// Target runs: steps back on one CPU, and across CPUs, that the
+        /// target never promised not to take.
+        unpromised_backwards: "unpromised_backwards", sum, Target;
+        unpromised_cross: "unpromised_cross_cpu_backwards", sum, Target;
+        /// Target runs: elapsed times off the reference's, on a target that
+        /// does not promise its rate; the largest error, ns.
+        unpromised_ref: "unpromised_reference_errors", sum, Target;
+        max_ref_error: "max_reference_error_ns", max, Target;
+        /// Target runs: reads by the writers, in task context.
+        task_reads: "task_reads", sum, Target;
+    }
+    state {
+        /// The last good sample: the base of the next checks.
+        base_ns: AtomicU64 = AtomicU64::new(0);
+        base_cyc: AtomicU64 = AtomicU64::new(0);
+        base_finished: AtomicU64 = AtomicU64::new(0);
+        base_overruns: AtomicU64 = AtomicU64::new(0);
+        base_ref_lo: AtomicU64 = AtomicU64::new(0);
+        base_ref_hi: AtomicU64 = AtomicU64::new(0);
+        has_base: AtomicBool = AtomicBool::new(false);
+        /// The previous sample's value, for the backwards check, and the
+        /// overrun count it was read under.
+        prev_ns: AtomicU64 = AtomicU64::new(0);
+        prev_overruns: AtomicU64 = AtomicU64::new(0);
+        /// The read cost, log2 ns, and the exact check's error.
+        pub(crate) hist: [AtomicU64; HIST_BUCKETS] = [const { AtomicU64::new(0) }; HIST_BUCKETS];
+        pub(crate) err_hist: [AtomicU64; ERR_BUCKETS] = [const { AtomicU64::new(0) }; ERR_BUCKETS];
     }
 }
 
 impl Cpu {
     /// Zeroes everything (not while this CPU samples).
     pub(crate) fn reset(&self) {
-        for a in [
-            &self.samples,
-            &self.nmi_samples,
-            &self.torn,
-            &self.ref_mismatches,
-            &self.backwards,
-            &self.cross,
-            &self.max_backstep,
-            &self.steps_back_allowed,
-            &self.unpromised_backwards,
-            &self.unpromised_cross,
-            &self.max_cross_backstep,
-            &self.unpromised_ref,
-            &self.max_ref_error,
-            &self.task_reads,
-            &self.hits_local,
-            &self.hits_remote,
-            &self.stable_copy,
-            &self.late_reads,
-        ] {
+        for a in self.counts() {
             a.store(0, Ordering::Relaxed);
         }
         for h in self.hist.iter().chain(self.err_hist.iter()) {

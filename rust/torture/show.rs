@@ -14,7 +14,7 @@ use core::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use kernel::prelude::*;
 
-use super::checks::{self, ERR_BUCKETS, ERR_SIDE, HIST_BUCKETS, NMI_HANDLER_NS};
+use super::checks::{self, For, ERR_BUCKETS, ERR_SIDE, HIST_BUCKETS, NMI_HANDLER_NS};
 use super::{anomaly, elapsed_ms, expected, period_ns, source, state_name, CPUS};
 use crate::ffi;
 use crate::fmtbuf::FmtBuf;
@@ -74,28 +74,12 @@ pub(crate) fn hits_needed() -> u64 {
     }
 }
 
-/// The run's counts, summed over CPUs.
+/// The run's counts, combined over CPUs.
 struct Totals {
-    samples: u64,
+    /// The stress checks' counts (`checks::counters!`).
+    n: checks::Sums,
     samples_expected: u64,
     starved_cpus: u64,
-    nmi_samples: u64,
-    hits_local: u64,
-    hits_remote: u64,
-    stable_copy: u64,
-    late_reads: u64,
-    torn: u64,
-    ref_mismatches: u64,
-    backwards: u64,
-    cross: u64,
-    max_backstep: u64,
-    steps_back_allowed: u64,
-    unpromised_backwards: u64,
-    unpromised_cross: u64,
-    max_cross_backstep: u64,
-    unpromised_ref: u64,
-    max_ref_error: u64,
-    task_reads: u64,
     clock: kclock::Totals,
     acct: kacct::Totals,
 }
@@ -113,26 +97,9 @@ impl Totals {
             }
         }
         Self {
-            samples: CPUS.sum(|c| &c.checks.samples),
+            n: checks::Sums::of(|| CPUS.iter().map(|(_, c)| &c.checks)),
             samples_expected,
             starved_cpus,
-            nmi_samples: CPUS.sum(|c| &c.checks.nmi_samples),
-            hits_local: CPUS.sum(|c| &c.checks.hits_local),
-            hits_remote: CPUS.sum(|c| &c.checks.hits_remote),
-            stable_copy: CPUS.sum(|c| &c.checks.stable_copy),
-            late_reads: CPUS.sum(|c| &c.checks.late_reads),
-            torn: CPUS.sum(|c| &c.checks.torn),
-            ref_mismatches: CPUS.sum(|c| &c.checks.ref_mismatches),
-            backwards: CPUS.sum(|c| &c.checks.backwards),
-            cross: CPUS.sum(|c| &c.checks.cross),
-            max_backstep: CPUS.max(|c| &c.checks.max_backstep),
-            steps_back_allowed: CPUS.sum(|c| &c.checks.steps_back_allowed),
-            unpromised_backwards: CPUS.sum(|c| &c.checks.unpromised_backwards),
-            unpromised_cross: CPUS.sum(|c| &c.checks.unpromised_cross),
-            max_cross_backstep: CPUS.max(|c| &c.checks.max_cross_backstep),
-            unpromised_ref: CPUS.sum(|c| &c.checks.unpromised_ref),
-            max_ref_error: CPUS.max(|c| &c.checks.max_ref_error),
-            task_reads: CPUS.sum(|c| &c.checks.task_reads),
             clock: kclock::totals(),
             acct: kacct::totals(),
         }
@@ -141,10 +108,10 @@ impl Totals {
     /// Every anomaly: what makes a run a FAILURE.
     fn errors(&self) -> u64 {
         [
-            self.torn,
-            self.ref_mismatches,
-            self.backwards,
-            self.cross,
+            self.n.torn,
+            self.n.ref_mismatches,
+            self.n.backwards,
+            self.n.cross,
             self.clock.stalls,
             self.acct.bad_deltas,
             self.acct.backwards,
@@ -160,7 +127,7 @@ impl Totals {
         } else if self.starved_cpus != 0 {
             // Too few samples to vouch for the clock: throttled perf.
             Verdict::Inconclusive
-        } else if self.hits_local.saturating_add(self.hits_remote) < hits_needed() {
+        } else if self.n.hits_local.saturating_add(self.n.hits_remote) < hits_needed() {
             Verdict::Inconclusive
         } else {
             Verdict::Success
@@ -169,49 +136,18 @@ impl Totals {
 
     /// The counts of the run's own (the clock's and acct's are in `stats`
     /// already, under the same names), each with the runs it means
-    /// something for.
-    fn own(&self) -> [(&'static str, u64, For); 22] {
+    /// something for: the checks' table, then what is computed here.
+    fn own(&self) -> impl Iterator<Item = (&'static str, u64, For)> {
         let (updates, skips) = target::update_counts();
-        [
-            ("samples", self.samples, For::All),
-            ("samples_expected", self.samples_expected, For::All),
-            ("starved_cpus", self.starved_cpus, For::All),
-            ("nmi_samples", self.nmi_samples, For::All),
-            ("window_hits_local", self.hits_local, For::All),
-            ("window_hits_remote", self.hits_remote, For::All),
-            ("stable_copy_reads", self.stable_copy, For::Nmiclock),
-            ("torn_reads", self.torn, For::Nmiclock),
-            ("wrap_late_reads", self.late_reads, For::Nmiclock),
-            ("reference_mismatches", self.ref_mismatches, For::All),
-            ("backwards", self.backwards, For::All),
-            ("cross_cpu_backwards", self.cross, For::All),
-            ("max_backstep_ns", self.max_backstep, For::All),
-            (
-                "max_cross_backstep_ns",
-                self.max_cross_backstep,
-                For::Target,
-            ),
-            ("steps_back_allowed", self.steps_back_allowed, For::Target),
-            (
-                "unpromised_backwards",
-                self.unpromised_backwards,
-                For::Target,
-            ),
-            (
-                "unpromised_cross_cpu_backwards",
-                self.unpromised_cross,
-                For::Target,
-            ),
-            (
-                "unpromised_reference_errors",
-                self.unpromised_ref,
-                For::Target,
-            ),
-            ("max_reference_error_ns", self.max_ref_error, For::Target),
-            ("task_reads", self.task_reads, For::Target),
-            ("target_updates", updates, For::Target),
-            ("target_update_skips", skips, For::Stats),
-        ]
+        Iterator::chain(
+            self.n.entries().into_iter(),
+            [
+                ("samples_expected", self.samples_expected, For::All),
+                ("starved_cpus", self.starved_cpus, For::All),
+                ("target_updates", updates, For::Target),
+                ("target_update_skips", skips, For::Stats),
+            ],
+        )
     }
 
     /// The clock's and the acct updater's counts, for the End of test line.
@@ -226,34 +162,6 @@ impl Totals {
             ("acct_timexpd_backwards", self.acct.backwards, For::All),
             ("acct_integral_mismatches", self.acct.mismatches, For::All),
         ]
-    }
-}
-
-/// Which End of test lines a count appears in (`stats` has them all): a
-/// printk record holds 1024 bytes, too few for every count of both kinds
-/// of run.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum For {
-    /// Every run's.
-    All,
-    /// Runs of `target=nmiclock`.
-    Nmiclock,
-    /// Runs of another target.
-    Target,
-    /// None: `stats` only.
-    Stats,
-}
-
-impl For {
-    /// Whether the End of test line of a run of `nmiclock` (or not) shows
-    /// it.
-    fn shown(self, nmiclock: bool) -> bool {
-        match self {
-            Self::All => true,
-            Self::Nmiclock => nmiclock,
-            Self::Target => !nmiclock,
-            Self::Stats => false,
-        }
     }
 }
 
@@ -399,7 +307,7 @@ pub(crate) fn stats(w: &mut impl Write) -> fmt::Result {
     // (the samples expected, per second), and the ceiling the bench last
     // measured for its source (0 and "-": none measured).
     let per_s = |n: u64| n.saturating_mul(1_000) / elapsed_ms().max(1);
-    let rate = per_s(t.nmi_samples);
+    let rate = per_s(t.n.nmi_samples);
     let ceiling = source::in_use()
         .and_then(super::ceiling::per_s)
         .unwrap_or(0);
