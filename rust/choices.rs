@@ -72,6 +72,21 @@ pub(crate) const fn same(a: &str, b: &str) -> bool {
     true
 }
 
+/// Whether two lists of names are equal, in const context.
+pub(crate) const fn same_names(a: &[&str], b: &[&str]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if !same(a[i], b[i]) {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
 /// Declares each choice: the enum, its [`Choice`] table, and a `const fn
 /// name` for build-time checks.
 macro_rules! choices {

@@ -263,8 +263,12 @@ macro_rules! chosen {
         $(impl Chosen for $ty {
             const KEY: Key = Key::$key;
         })*
-        // Each choice's names are its setting's.
-        $(const _: () = assert!(matches!(SPECS[Key::$key as usize].kind, Kind::Names(_)));)*
+        // Each choice's names are its setting's: pairing an enum with the
+        // wrong setting would decode another setting's values as its own.
+        $(const _: () = assert!(matches!(
+            SPECS[Key::$key as usize].kind,
+            Kind::Names(names) if crate::choices::same_names(names, <$ty as Choice>::NAMES)
+        ));)*
     };
 }
 

@@ -16,7 +16,8 @@
 //!   `k` publishes that took effect in between: `k` is bounded by the
 //!   writers' publish counts, those begun by the end of this read less
 //!   those finished before the base's read began
-//!   ([`kclock::publishes_started`], [`kclock::publishes_finished`]). A read outside it is torn; every check's
+//!   ([`kclock::publishes_started`], [`kclock::publishes_finished`]).
+//!   A read outside it is torn; every check's
 //!   error (0 inside, else how far outside, negative below) goes into a
 //!   signed log2 histogram (`@tear_error_ns`). A torn read is no base: the
 //!   next read is checked against the last good one, so consecutive torn

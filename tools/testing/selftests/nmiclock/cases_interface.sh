@@ -239,17 +239,19 @@ t_bench() {
 # the bench: a stop written to control meanwhile gets EBUSY and one line.
 # A target they read being unregistered stops them; the bench waits for
 # that stop and goes on. Then every activity starts again and everything
-# unloads. Each try catches one of the bench's runs (3 tries at most: on
-# a loaded host the bench may end before the writes).
+# unloads. A try counts when its stop met one of the bench's runs and its
+# unregistering stopped one (3 tries at most: on a loaded host a run may
+# end between reading control and the writes).
 t_bench_stopped() {
 	c=$(sample_ko nmiclock_target_c) || { echo "the target samples are not built"; return 1; }
 	wait_clocksource
 	load counter_bits=32 || { echo "insmod failed"; return 1; }
 	ret=0
-	insmod "$c" || { unload; echo "insmod $c failed"; return 1; }
 	caught=0
 	for try in 1 2 3; do
-		is_loaded nmiclock_target_c || insmod "$c" || { echo "insmod $c failed"; ret=1; break; }
+		# A fresh registration each try (the last one's may be gone).
+		is_loaded nmiclock_target_c && rmmod nmiclock_target_c
+		insmod "$c" || { echo "insmod $c failed"; ret=1; break; }
 		echo target=sample_c_latch >"$DIR/config" || { echo "target=sample_c_latch refused"; ret=1; break; }
 		mark "bench-stop-$try"
 		(echo "loops=100 nruns=1" >"$DIR/bench") &
@@ -257,21 +259,26 @@ t_bench_stopped() {
 		i=0
 		while ! state_is "$DIR/control" running && [ $i -lt 300 ]; do sleep 0.05; i=$((i + 1)); done
 		if state_is "$DIR/control" running; then
+			# EBUSY either way: refused as the bench's run, or no run
+			# left (it ended between the read and the write).
 			expect_refused control stop "resource busy" || ret=1
 			echo sample_c_latch >/sys/module/nmiclock_target_c/parameters/unregister ||
 				{ echo "unregistering failed"; ret=1; }
-			caught=1
 		fi
 		wait "$pid" || { echo "the bench failed (try $try)"; ret=1; }
-		[ $caught = 1 ] && break
-		echo "try $try: never saw the bench's runs"
+		log=$(log_since "bench-stop-$try")
+		# Caught only if the stop met the bench's run and the unregistering
+		# stopped one; else a run ended in between (a loaded host).
+		if printf '%s\n' "$log" | grep -q "stop: the stress run in progress is the bench's own" &&
+			printf '%s\n' "$log" | grep -q 'End of test: .*(target unregistered)'; then
+			caught=1
+			break
+		fi
+		echo "try $try: the bench's run ended before the stop or the unregistering"
 	done
-	[ $caught = 1 ] || { echo "never caught the bench's runs"; ret=1; }
-	log=$(log_since "bench-stop-$try")
+	[ $caught = 1 ] || { echo "never caught the bench's runs with both"; ret=1; }
 	printf '%s\n' "$log" | grep -E 'nmiclock: (stop:|stopped|target|End of test|bench)' |
 		sed 's/^\[[^]]*\] //' | cut -c1-160
-	printf '%s\n' "$log" | grep -q "stop: the stress run in progress is the bench's own" ||
-		{ echo "no log line refusing the stop"; ret=1; }
 	printf '%s\n' "$log" | grep -q 'bench: done in ' || { echo "the bench did not finish"; ret=1; }
 	printf '%s\n' "$log" | grep -q 'ended while not the activity' && { echo "a guard was dropped out of turn"; ret=1; }
 	says "$DIR/stats" activity none || { echo "activity $(stat_value "$DIR/stats" activity) left after the bench"; ret=1; }
