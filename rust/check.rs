@@ -147,9 +147,7 @@ impl Installed {
 
 impl Drop for Installed {
     fn drop(&mut self) {
-        // SAFETY: The debugfs files, whose handlers run and show checks,
-        // are gone before this is dropped.
-        unsafe { RESULTS.uninstall() };
+        RESULTS.uninstall();
     }
 }
 
@@ -202,7 +200,10 @@ const BASE_SAMPLES: u32 = 100;
 
 /// One CPU's share of the check.
 fn check_cpu(k: &Kthread, cpu: u32) {
-    let Some(slot) = RESULTS.get(cpu) else {
+    let Some(slots) = RESULTS.pin() else {
+        return;
+    };
+    let Some(slot) = slots.get(cpu) else {
         return;
     };
     let duration = DURATION_MS
@@ -289,7 +290,8 @@ pub(crate) fn write(input: &[u8]) -> Result {
         return Err(EINVAL);
     };
     let _guard = Guard::try_begin(Activity::Check, "check")?;
-    for (_, s) in RESULTS.iter() {
+    let slots = RESULTS.pin();
+    for (_, s) in slots.iter().flat_map(|s| s.iter()) {
         for c in s.all() {
             c.store(0, Ordering::Relaxed);
         }
@@ -348,7 +350,8 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
     )?;
     writeln!(w, "max_dev_ns: {}", RESULTS.max(|s| &s.max_dev_ns))?;
     writeln!(w, "max_window_ns: {}", RESULTS.max(|s| &s.max_window_ns))?;
-    for (cpu, s) in RESULTS.iter() {
+    let slots = RESULTS.pin();
+    for (cpu, s) in slots.iter().flat_map(|s| s.iter()) {
         let reads = s.reads.load(Ordering::Relaxed);
         if reads == 0 {
             continue;

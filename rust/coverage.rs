@@ -75,9 +75,7 @@ impl Installed {
 
 impl Drop for Installed {
     fn drop(&mut self) {
-        // SAFETY: The module drops this after everything that writes or
-        // reads the clock (clock, stress run, check, debugfs) is gone.
-        unsafe { SLOTS.uninstall() };
+        SLOTS.uninstall();
     }
 }
 
@@ -85,7 +83,8 @@ impl Drop for Installed {
 /// `pause_ns` inside it (the `tear_window_ns` fault injection).
 pub(crate) struct Marker {
     pause_ns: u32,
-    slot: Option<&'static Slot>,
+    /// The writer's CPU.
+    cpu: u32,
 }
 
 impl Marker {
@@ -94,17 +93,17 @@ impl Marker {
     pub(crate) fn here(pause_ns: u32) -> Self {
         Self {
             pause_ns,
-            slot: SLOTS.this_cpu(),
+            cpu: ffi::cpu::this(),
         }
     }
 }
 
 impl Writer for Marker {
     fn enter(&mut self, window: Window) {
-        if let Some(s) = self.slot {
+        SLOTS.with_cpu(self.cpu, |s| {
             s.window.store(window as u32, Ordering::Release);
             s.entered.fetch_add(1, Ordering::Relaxed);
-        }
+        });
         LAST.store(window as u32, Ordering::Release);
         OPEN.fetch_add(1, Ordering::AcqRel);
         SEQ.fetch_add(1, Ordering::AcqRel);
@@ -118,9 +117,7 @@ impl Writer for Marker {
 
     fn leave(&mut self) {
         OPEN.fetch_sub(1, Ordering::AcqRel);
-        if let Some(s) = self.slot {
-            s.window.store(0, Ordering::Release);
-        }
+        SLOTS.with_cpu(self.cpu, |s| s.window.store(0, Ordering::Release));
     }
 }
 
@@ -139,8 +136,8 @@ impl View {
     pub(crate) fn now() -> Self {
         Self {
             local: SLOTS
-                .this_cpu()
-                .map_or(0, |s| s.window.load(Ordering::Acquire)),
+                .with_this_cpu(|s| s.window.load(Ordering::Acquire))
+                .unwrap_or(0),
             open: OPEN.load(Ordering::Acquire),
             seq: SEQ.load(Ordering::Acquire),
             last: LAST.load(Ordering::Acquire),

@@ -162,48 +162,50 @@ fn inputs(rec: &AcctRecord) -> (u64, u64) {
 /// window between the update's read and write of `acct_timexpd`. Returns
 /// the outcome and what was wrong with it, if anything.
 pub(crate) fn update_here(ctx: Context, pause_ns: u32) -> Option<(Outcome, Verdict)> {
-    let slot = SLOTS.this_cpu()?;
-    inc(match ctx {
-        Context::Task => &slot.task_calls,
-        Context::Irq => &slot.irq_calls,
-        Context::Nmi => &slot.nmi_calls,
-    });
-    let (rss, vm) = inputs(&slot.rec);
-    let o = update_with(
-        settings::choice::<Acct>(),
-        &slot.rec,
-        Update {
-            now: || kclock::read().ns,
-            rss,
-            vm,
-            min_delta: MIN_DELTA_NS.load(Ordering::Relaxed),
-            pause: || {
-                if pause_ns != 0 {
-                    ffi::cpu::ndelay(pause_ns);
-                }
+    SLOTS.with_this_cpu(|slot| {
+        inc(match ctx {
+            Context::Task => &slot.task_calls,
+            Context::Irq => &slot.irq_calls,
+            Context::Nmi => &slot.nmi_calls,
+        });
+        let (rss, vm) = inputs(&slot.rec);
+        let o = update_with(
+            settings::choice::<Acct>(),
+            &slot.rec,
+            Update {
+                now: || kclock::read().ns,
+                rss,
+                vm,
+                min_delta: MIN_DELTA_NS.load(Ordering::Relaxed),
+                pause: || {
+                    if pause_ns != 0 {
+                        ffi::cpu::ndelay(pause_ns);
+                    }
+                },
             },
-        },
-    );
-    match o {
-        Outcome::Applied { .. } => inc(&slot.updates),
-        Outcome::Negative | Outcome::Lost => inc(&slot.races),
-        Outcome::TooSoon => inc(&slot.skips),
-    }
-    let v = slot.rec.account(&o);
-    if v.bad_delta {
-        inc(&slot.bad_deltas);
-    }
-    if v.backwards {
-        inc(&slot.backwards);
-    }
-    Some((o, v))
+        );
+        match o {
+            Outcome::Applied { .. } => inc(&slot.updates),
+            Outcome::Negative | Outcome::Lost => inc(&slot.races),
+            Outcome::TooSoon => inc(&slot.skips),
+        }
+        let v = slot.rec.account(&o);
+        if v.bad_delta {
+            inc(&slot.bad_deltas);
+        }
+        if v.backwards {
+            inc(&slot.backwards);
+        }
+        (o, v)
+    })
 }
 
 /// Restarts every record at the current time and zeroes the counters. Not
 /// while updates run.
 pub(crate) fn reset() {
     let start = kclock::read().ns;
-    for (_, s) in SLOTS.iter() {
+    let slots = SLOTS.pin();
+    for (_, s) in slots.iter().flat_map(|s| s.iter()) {
         s.rec.reset(start);
         for c in s.counters() {
             c.store(0, Ordering::Relaxed);
@@ -214,7 +216,8 @@ pub(crate) fn reset() {
 /// Compares every record's integrals with its shadow sums, once all
 /// updates have finished, and counts the records that disagree.
 pub(crate) fn check_integrals() {
-    for (_, s) in SLOTS.iter() {
+    let slots = SLOTS.pin();
+    for (_, s) in slots.iter().flat_map(|s| s.iter()) {
         if !s.rec.integrals_match() {
             inc(&s.mismatches);
         }
@@ -248,13 +251,15 @@ pub(crate) fn totals() -> Totals {
 
 /// Per-CPU `(updates, bad_deltas, timexpd_backwards)`, for `percpu`.
 pub(crate) fn cpu_counts(cpu: u32) -> (u64, u64, u64) {
-    SLOTS.get(cpu).map_or((0, 0, 0), |s| {
-        (
-            s.updates.load(Ordering::Relaxed),
-            s.bad_deltas.load(Ordering::Relaxed),
-            s.backwards.load(Ordering::Relaxed),
-        )
-    })
+    SLOTS
+        .with_cpu(cpu, |s| {
+            (
+                s.updates.load(Ordering::Relaxed),
+                s.bad_deltas.load(Ordering::Relaxed),
+                s.backwards.load(Ordering::Relaxed),
+            )
+        })
+        .unwrap_or((0, 0, 0))
 }
 
 /// The interrupt side: a pinned hrtimer on each CPU, in hard-IRQ context,
@@ -303,10 +308,7 @@ impl Installed {
 
 impl Drop for Installed {
     fn drop(&mut self) {
-        // SAFETY: Only the debugfs handlers (a run, a read) and the stress
-        // run use the slots, and they are gone before this is dropped; a
-        // run's timers are cancelled before the run returns.
-        unsafe { SLOTS.uninstall() };
+        SLOTS.uninstall();
     }
 }
 
@@ -374,7 +376,8 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
     writeln!(w, "bad_deltas: {}", SLOTS.sum(|s| &s.bad_deltas))?;
     writeln!(w, "timexpd_backwards: {}", SLOTS.sum(|s| &s.backwards))?;
     writeln!(w, "integral_mismatches: {}", SLOTS.sum(|s| &s.mismatches))?;
-    for (cpu, s) in SLOTS.iter() {
+    let slots = SLOTS.pin();
+    for (cpu, s) in slots.iter().flat_map(|s| s.iter()) {
         let calls = s.task_calls.load(Ordering::Relaxed);
         if calls == 0 {
             continue;

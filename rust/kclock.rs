@@ -221,7 +221,7 @@ pub(crate) fn read() -> Reading {
     let Some(r) = read_index(ACTIVE.load(Ordering::Acquire)) else {
         return Reading::default();
     };
-    if let Some(s) = STATS.this_cpu() {
+    STATS.with_this_cpu(|s| {
         inc(&s.reads, 1);
         if r.retries != 0 {
             inc(&s.retries, u64::from(r.retries));
@@ -229,7 +229,7 @@ pub(crate) fn read() -> Reading {
         if r.stalled {
             inc(&s.stalls, 1);
         }
-    }
+    });
     r
 }
 
@@ -348,17 +348,15 @@ pub(crate) fn update_epoch() {
             OVERRUNS.fetch_add(1, Ordering::SeqCst);
         }
     }
-    if let Some(s) = STATS.this_cpu() {
-        match outcome {
-            EpochUpdate::Updated { overrun } => {
-                inc(&s.epoch_updates, 1);
-                if overrun {
-                    inc(&s.wrap_overruns, 1);
-                }
+    STATS.with_this_cpu(|s| match outcome {
+        EpochUpdate::Updated { overrun } => {
+            inc(&s.epoch_updates, 1);
+            if overrun {
+                inc(&s.wrap_overruns, 1);
             }
-            EpochUpdate::Busy | EpochUpdate::CounterBehind => inc(&s.update_skips, 1),
         }
-    }
+        EpochUpdate::Busy | EpochUpdate::CounterBehind => inc(&s.update_skips, 1),
+    });
 }
 
 /// The writer of an epoch update: the coverage marks and pauses of
@@ -435,8 +433,8 @@ pub(crate) fn switch_conversion() {
     note_conversion(mult, shift);
     let pause = settings::number(Key::TearWindowNs);
     let done = counted_publish(|| clock.recalibrate(mult, shift, &mut Marker::here(pause)));
-    if let (true, Some(s)) = (done, STATS.this_cpu()) {
-        inc(&s.conversion_switches, 1);
+    if done {
+        STATS.with_this_cpu(|s| inc(&s.conversion_switches, 1));
     }
 }
 
@@ -460,9 +458,7 @@ fn epoch_tick() -> u64 {
                     (u64::from(ms.mult) << 32) | u64::from(ms.shift),
                     Ordering::Relaxed,
                 );
-                if let Some(s) = STATS.this_cpu() {
-                    inc(&s.recalibrations, 1);
-                }
+                STATS.with_this_cpu(|s| inc(&s.recalibrations, 1));
             }
         }
     }
@@ -541,9 +537,7 @@ impl Running {
             }
             Err(e) => {
                 ACTIVE.store(usize::MAX, Ordering::Release);
-                // SAFETY: No clock is active and nothing else reads the
-                // stats yet.
-                unsafe { STATS.uninstall() };
+                STATS.uninstall();
                 Err(e)
             }
         }
@@ -561,12 +555,7 @@ impl Drop for Running {
         // before this, so nothing restarts the timer.
         self.timer.cancel();
         ACTIVE.store(usize::MAX, Ordering::Release);
-        // SAFETY: The timer is stopped, and the debugfs files (whose
-        // handlers run checks and read stats) and the stress run are gone
-        // before this is dropped; no other module can call
-        // `nmiclock_sched_clock()` while we unload (it would hold a
-        // reference on us). So no slot reference is alive.
-        unsafe { STATS.uninstall() };
+        STATS.uninstall();
     }
 }
 
@@ -610,7 +599,8 @@ pub(crate) fn running_index() -> usize {
 
 /// Zeroes the read and update counters (at the start of a stress run).
 pub(crate) fn reset_stats() {
-    for (_, s) in STATS.iter() {
+    let slots = STATS.pin();
+    for (_, s) in slots.iter().flat_map(|s| s.iter()) {
         for c in [
             &s.reads,
             &s.retries,
@@ -637,13 +627,15 @@ pub(crate) struct CpuCounts {
 
 /// The counts of CPU `cpu`.
 pub(crate) fn cpu_counts(cpu: u32) -> CpuCounts {
-    let (reads, stalls, epoch_updates) = STATS.get(cpu).map_or((0, 0, 0), |s| {
-        (
-            s.reads.load(Ordering::Relaxed),
-            s.stalls.load(Ordering::Relaxed),
-            s.epoch_updates.load(Ordering::Relaxed),
-        )
-    });
+    let (reads, stalls, epoch_updates) = STATS
+        .with_cpu(cpu, |s| {
+            (
+                s.reads.load(Ordering::Relaxed),
+                s.stalls.load(Ordering::Relaxed),
+                s.epoch_updates.load(Ordering::Relaxed),
+            )
+        })
+        .unwrap_or((0, 0, 0));
     CpuCounts {
         reads,
         stalls,

@@ -278,9 +278,7 @@ impl Installed {
 
 impl Drop for Installed {
     fn drop(&mut self) {
-        // SAFETY: The debugfs files, whose handlers run the activity and
-        // show it, are gone before this is dropped.
-        unsafe { CPUS.uninstall() };
+        CPUS.uninstall();
     }
 }
 
@@ -296,7 +294,10 @@ fn next(state: &mut u64) -> u64 {
 
 /// One CPU's waiter (a kthread bound to it) for the run in progress.
 fn waiter(k: &Kthread, cpu: u32) {
-    let Some(c) = CPUS.get(cpu) else {
+    let Some(slots) = CPUS.pin() else {
+        return;
+    };
+    let Some(c) = slots.get(cpu) else {
         return;
     };
     let design = design_of(DESIGN.load(Ordering::Relaxed).into());
@@ -305,19 +306,18 @@ fn waiter(k: &Kthread, cpu: u32) {
         TICK_NS.load(Ordering::Relaxed),
     );
     let Ok(timer) = HrTimer::new(move || {
-        if let Some(c) = CPUS.get(cpu) {
+        CPUS.with_cpu(cpu, |c| {
             c.posted_at
                 .store(ffi::time::ktime_get_ns(), Ordering::Relaxed);
             c.point.post();
-        }
+        });
         0
     }) else {
         pr_err!("wake: cpu{}: no timer: out of memory\n", cpu);
         return;
     };
-    // SAFETY: Released below, after the timer (the only waker) is dropped,
-    // before this kthread returns.
-    unsafe { c.point.task.publish_self(k) };
+    // Cleared below, after the timer (the only waker) is dropped.
+    c.point.task.publish_self(k);
     let end = ffi::time::local_clock().wrapping_add(
         DURATION_MS
             .load(Ordering::Relaxed)
@@ -349,7 +349,7 @@ fn waiter(k: &Kthread, cpu: u32) {
         *polled = polled.saturating_add(w.polled_ns);
     }
     drop(timer);
-    c.point.task.release();
+    c.point.task.clear();
     for (a, v) in c.results().into_iter().zip(r) {
         a.store(v, Ordering::Relaxed);
     }
@@ -366,7 +366,8 @@ pub(crate) fn write(input: &[u8]) -> Result {
         return Err(EINVAL);
     };
     let _guard = Guard::try_begin(Activity::Wake, "wake")?;
-    for (_, c) in CPUS.iter() {
+    let slots = CPUS.pin();
+    for (_, c) in slots.iter().flat_map(|s| s.iter()) {
         for a in c.results() {
             a.store(0, Ordering::Relaxed);
         }
@@ -434,7 +435,8 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
     writeln!(w, "poll_wakeups: {}", CPUS.sum(|c| &c.poll_wakeups))?;
     writeln!(w, "polled_ns: {}", CPUS.sum(|c| &c.polled_ns))?;
     writeln!(w, "verdict: {}", verdict(design, lost))?;
-    for (cpu, c) in CPUS.iter() {
+    let slots = CPUS.pin();
+    for (cpu, c) in slots.iter().flat_map(|s| s.iter()) {
         let n = c.wakeups.load(Ordering::Relaxed);
         if n == 0 {
             continue;
@@ -502,9 +504,9 @@ fn player(k: &Kthread, cpu: u32, hist: &LatHist) {
         s.store(u64::from(cpu), Ordering::Relaxed);
     }
     mine.rearm();
-    // SAFETY: Released by the writer after `run_on_each_cpu()` returns;
-    // the only waker is the other player, of the same call.
-    unsafe { mine.task.publish_self(k) };
+    // Cleared by the writer after `run_on_each_cpu()` returns; the only
+    // waker is the other player, of the same call.
+    mine.task.publish_self(k);
     SEATED.fetch_add(1, Ordering::AcqRel);
     while SEATED.load(Ordering::Acquire) < 2 {
         core::hint::spin_loop();
@@ -556,7 +558,7 @@ pub(crate) fn pingpong(design: Wake, poll_ns: u64, trips: u32, hist: &LatHist) -
     // CPU hotplug waits during the call: two CPUs stay online.
     let ret = ffi::kthread::run_on_each_cpu(&|k: &Kthread, cpu| player(k, cpu, hist));
     for p in &PLAYERS {
-        p.task.release();
+        p.task.clear();
     }
     ret?;
     let [total_ns, polled_ns, a, b] = SCORE.each_ref().map(|a| a.load(Ordering::Relaxed));

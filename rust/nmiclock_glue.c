@@ -19,6 +19,7 @@
 #include <linux/mutex.h>
 #include <linux/perf_event.h>
 #include <linux/sched/clock.h>
+#include <linux/sched/task.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/timekeeping.h>
@@ -279,6 +280,16 @@ struct task_struct *nmiclock_current(void)
 void nmiclock_wake(struct task_struct *t)
 {
 	wake_up_process(t);
+}
+
+void nmiclock_get_task(struct task_struct *t)
+{
+	get_task_struct(t);
+}
+
+void nmiclock_put_task(struct task_struct *t)
+{
+	put_task_struct(t);
 }
 
 struct nmiclock_cpu_work {

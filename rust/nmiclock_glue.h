@@ -156,6 +156,12 @@ int nmiclock_run_on_each_cpu(void (*fn)(const void *data, unsigned int cpu),
 
 /* Wakes @t through the scheduler (any context but NMI). */
 void nmiclock_wake(struct task_struct *t);
+/*
+ * get_task_struct()/put_task_struct() are static inline: not callable from
+ * Rust.  A reference keeps @t's task_struct (not the task) alive.
+ */
+void nmiclock_get_task(struct task_struct *t);
+void nmiclock_put_task(struct task_struct *t);
 
 /* ---- workqueue ------------------------------------------------------------------ */
 

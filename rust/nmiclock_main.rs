@@ -205,17 +205,52 @@ fn write_config(shared: &Shared, input: &[u8]) -> Result {
     Ok(())
 }
 
-/// The loaded module. Fields drop in order: debugfs first (waiting for
-/// handlers in flight), then the stress run, the wake designs, the updater,
-/// the check, the clock, the coverage marks.
-struct NmiClock {
-    _debugfs: ffi::debugfs::Dir,
-    _stress: Arc<torture::Installed>,
-    _wake: kwake::Installed,
-    _acct: kacct::Installed,
-    _check: check::Installed,
-    _clock: kclock::Running,
-    _coverage: coverage::Installed,
+/// The loaded module: what init created, until [`Loaded::teardown`]
+/// consumes it at unload.
+struct NmiClock(Option<Loaded>);
+
+/// What init created.
+///
+/// Memory safety does not depend on the order these go in: per-CPU state
+/// is freed only once no reader can reach it ([`percpu`]), and each part
+/// owns what it started. [`Loaded::teardown`] still removes them in an
+/// order of its own, from the outside in, so that nothing runs on state
+/// that is already gone: a run would otherwise find its slots empty and
+/// end with nothing counted.
+struct Loaded {
+    debugfs: ffi::debugfs::Dir,
+    stress: Arc<torture::Installed>,
+    wake: kwake::Installed,
+    acct: kacct::Installed,
+    check: check::Installed,
+    clock: kclock::Running,
+    coverage: coverage::Installed,
+}
+
+impl Loaded {
+    /// Removes everything, in order: the debugfs files first (waiting for
+    /// handlers in flight: no activity can start after), then the stress
+    /// run (stopping a run in progress), the wake designs, the updater,
+    /// the check, the clock and its epoch timer, the coverage marks the
+    /// clock's writers made.
+    fn teardown(self) {
+        let Self {
+            debugfs,
+            stress,
+            wake,
+            acct,
+            check,
+            clock,
+            coverage,
+        } = self;
+        drop(debugfs);
+        drop(stress);
+        drop(wake);
+        drop(acct);
+        drop(check);
+        drop(clock);
+        drop(coverage);
+    }
 }
 
 /// Logs a debugfs file that could not be created.
@@ -319,20 +354,23 @@ impl kernel::Module for NmiClock {
         if settings::number(settings::Key::Autostart) == 1 {
             stress.start()?;
         }
-        Ok(NmiClock {
-            _debugfs: debugfs,
-            _stress: stress,
-            _wake: wake,
-            _acct: acct,
-            _check: check,
-            _clock: clock,
-            _coverage: coverage,
-        })
+        Ok(NmiClock(Some(Loaded {
+            debugfs,
+            stress,
+            wake,
+            acct,
+            check,
+            clock,
+            coverage,
+        })))
     }
 }
 
 impl Drop for NmiClock {
     fn drop(&mut self) {
         pr_info!("unloading\n");
+        if let Some(loaded) = self.0.take() {
+            loaded.teardown();
+        }
     }
 }

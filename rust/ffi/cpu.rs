@@ -123,6 +123,21 @@ impl Drop for RcuReadLock {
     }
 }
 
+/// Runs `f` inside an RCU read side, from any context: a hard-IRQ or NMI
+/// handler (`in_hardirq()` holds in both) is one already, for as long as it
+/// runs, so `f` runs as it is; elsewhere `f` runs under an [`RcuReadLock`].
+/// Either way a [`synchronize_rcu`] that begins during `f` returns only
+/// after `f` has. `f` must not sleep.
+#[inline]
+pub(crate) fn read_side<R>(f: impl FnOnce() -> R) -> R {
+    if in_hardirq() {
+        f()
+    } else {
+        let _rcu = RcuReadLock::new();
+        f()
+    }
+}
+
 /// Runs `f` with CPU hotplug held off (`cpus_read_lock()`); `f` may sleep
 /// but must not wait for a hotplug operation.
 pub(crate) fn with_cpus_held<R>(f: impl FnOnce() -> R) -> R {

@@ -166,10 +166,17 @@ pub(crate) struct TaskHandle<'a> {
     _worker: PhantomData<&'a Worker>,
 }
 
-/// A slot through which interrupt handlers wake a worker: the worker's
-/// owner publishes its task with [`TaskSlot::publish`] and must
-/// [`TaskSlot::clear`] it before the worker goes; `clear` waits until no
-/// handler can still be using it.
+/// A slot through which interrupt handlers wake a task: a worker's
+/// ([`TaskSlot::publish`]) or the calling kthread ([`TaskSlot::publish_self`]),
+/// until [`TaskSlot::clear`]. The slot holds a reference on the published
+/// `task_struct`, dropped only one RCU grace period after the task is
+/// unpublished: a waker (inside a read side) never touches a freed task,
+/// and one that wakes a task that has exited meanwhile does nothing.
+///
+/// # Invariants
+///
+/// A non-null pointer in the slot is a `task_struct` on which the slot
+/// holds a reference.
 pub(crate) struct TaskSlot(AtomicPtr<bindings::task_struct>);
 
 impl TaskSlot {
@@ -178,83 +185,84 @@ impl TaskSlot {
         Self(AtomicPtr::new(core::ptr::null_mut()))
     }
 
-    /// Publishes `task`.
-    ///
-    /// # Safety
-    ///
-    /// The caller must call [`TaskSlot::clear`] before the worker behind
-    /// `task` is dropped.
-    pub(crate) unsafe fn publish(&self, task: TaskHandle<'_>) {
-        self.0.store(task.task.as_ptr(), Ordering::Release);
+    /// Publishes `task` (in place of any task published before). Task
+    /// context; may sleep.
+    pub(crate) fn publish(&self, task: TaskHandle<'_>) {
+        self.set(task.task.as_ptr());
     }
 
-    /// Publishes the calling kthread, for the wakers of a
-    /// [`run_on_each_cpu`] call: its kthreads exit only once every one of
-    /// them has returned.
-    ///
-    /// # Safety
-    ///
-    /// The slot must be [`TaskSlot::release`]d (or [`TaskSlot::clear`]ed)
-    /// before the [`run_on_each_cpu`] call that runs this kthread returns,
-    /// and its wakers must be gone by then: other kthreads of that call, or
-    /// timers cancelled before their kthread returned.
-    pub(crate) unsafe fn publish_self(&self, _k: &Kthread) {
+    /// Publishes the calling kthread (in place of any task published
+    /// before). Task context; may sleep.
+    pub(crate) fn publish_self(&self, _k: &Kthread) {
         // SAFETY: Reading the current task has no preconditions.
-        let task = unsafe { bindings::nmiclock_current() };
-        self.0.store(task, Ordering::Release);
+        self.set(unsafe { bindings::nmiclock_current() });
     }
 
-    /// Unpublishes the task without waiting: for an owner whose wakers are
-    /// all gone (see [`TaskSlot::publish_self`]).
-    pub(crate) fn release(&self) {
-        self.0.store(core::ptr::null_mut(), Ordering::Release);
+    /// Puts `task`, a live task, in the slot.
+    fn set(&self, task: *mut bindings::task_struct) {
+        // SAFETY: `task` is live (a worker's, borrowed, or the current
+        // task): taking a reference on it is allowed.
+        unsafe { bindings::nmiclock_get_task(task) };
+        // INVARIANT: The slot holds the reference just taken.
+        let old = self.0.swap(task, Ordering::AcqRel);
+        Self::put_after_grace_period(old);
     }
 
-    /// Unpublishes the task and waits for an RCU grace period, so that no
-    /// interrupt handler (each an RCU read side) still holds it. Task
-    /// context.
+    /// Unpublishes the task, waits for an RCU grace period, so that no
+    /// waker (each inside a read side) still holds it, and drops the
+    /// slot's reference on it. Task context; may sleep.
     pub(crate) fn clear(&self) {
-        if !self
-            .0
-            .swap(core::ptr::null_mut(), Ordering::AcqRel)
-            .is_null()
-        {
-            super::cpu::synchronize_rcu();
+        Self::put_after_grace_period(self.0.swap(core::ptr::null_mut(), Ordering::AcqRel));
+    }
+
+    /// Drops the reference on `old`, a task taken out of the slot (or
+    /// null), once no waker can still be using it.
+    fn put_after_grace_period(old: *mut bindings::task_struct) {
+        if old.is_null() {
+            return;
         }
+        super::cpu::synchronize_rcu();
+        // SAFETY: By the type invariant the slot held a reference on
+        // `old`; the swap that returned it took it out, so it is put once,
+        // after every read side that could have loaded it has ended.
+        unsafe { bindings::nmiclock_put_task(old) };
     }
 
     /// Wakes the published task, if any and if `f()` (called only when one
     /// is published) returns true: so a waker that takes a condition
-    /// (`f()`) always wakes someone. Hard-IRQ context, for a slot
-    /// [`TaskSlot::publish`] filled (see [`TaskSlot::wake`]).
+    /// (`f()`) always wakes someone. Hard-IRQ context (see
+    /// [`TaskSlot::wake`]).
     pub(crate) fn wake_if(&self, f: impl FnOnce() -> bool) {
         let _rcu = super::cpu::RcuReadLock::new();
         let task = self.0.load(Ordering::Acquire);
         if !task.is_null() && f() {
-            // SAFETY: As in `wake()`: the task stays alive until `clear()`,
-            // whose grace period waits for this read side.
+            // SAFETY: As in `wake()`.
             unsafe { bindings::nmiclock_wake(task) };
         }
     }
 
     /// Wakes the published task, if any, through the scheduler, from any
-    /// context but NMI (whose wake-ups the scheduler does not allow): for a
-    /// slot [`TaskSlot::publish`] filled, the read side it runs in keeps
-    /// the task alive until [`TaskSlot::clear`]'s grace period; for one
-    /// [`TaskSlot::publish_self`] filled, its wakers are those it allows.
+    /// context but NMI (whose wake-ups the scheduler does not allow).
     pub(crate) fn wake(&self) {
         // The load and the wake are one RCU read side, from any context
         // (task context too, where a preempted waker is no RCU reader by
-        // itself): `clear()`'s grace period waits for it.
+        // itself): the grace period before the slot's reference is put
+        // waits for it.
         let _rcu = super::cpu::RcuReadLock::new();
         let task = self.0.load(Ordering::Acquire);
         if !task.is_null() {
-            // SAFETY: A published task stays alive until `clear()` (the
-            // contract of `publish()`), whose grace period waits for this
-            // read side, or for as long as its wakers may call this (the
-            // contract of `publish_self()`).
+            // SAFETY: The slot held a reference on `task` when it was
+            // loaded (type invariant), and puts it only after a grace
+            // period that waits for this read side: the `task_struct` is
+            // alive; waking a task that has exited does nothing.
             unsafe { bindings::nmiclock_wake(task) };
         }
+    }
+}
+
+impl Drop for TaskSlot {
+    fn drop(&mut self) {
+        self.clear();
     }
 }
 

@@ -35,8 +35,7 @@ pub(crate) mod show;
 pub(crate) mod source;
 mod wake;
 
-use core::ptr;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -51,7 +50,7 @@ use crate::ffi::nmi::PerfEvent;
 use crate::ffi::workqueue::Work;
 use crate::kacct;
 use crate::kclock;
-use crate::percpu::PerCpu;
+use crate::percpu::{BoxSlot, PerCpu};
 use crate::settings::{self, Key};
 use crate::target;
 
@@ -185,8 +184,8 @@ struct CpuRun {
     checks: checks::Cpu,
     nmi: source::Cpu,
     wake: wake::Cpu,
-    /// This CPU's resources (a `KBox<CpuRes>` turned raw), or null.
-    res: AtomicPtr<CpuRes>,
+    /// This CPU's resources, while it takes part in a run.
+    res: BoxSlot<CpuRes>,
 }
 
 static CPUS: PerCpu<CpuRun> = PerCpu::new();
@@ -203,18 +202,17 @@ fn on_sample(ctx: Context) {
     if !running() {
         return;
     }
-    let Some(c) = CPUS.this_cpu() else {
-        return;
-    };
-    if c.res.load(Ordering::Acquire).is_null() {
-        return;
-    }
-    if CEILING.load(Ordering::Relaxed) {
-        // The empty handler of a ceiling run: count, nothing else.
-        c.nmi.ceiling_samples.fetch_add(1, Ordering::Relaxed);
-        return;
-    }
-    checks::sample_timed(&c.checks, ctx);
+    CPUS.with_this_cpu(|c| {
+        if !c.res.is_set() {
+            return;
+        }
+        if CEILING.load(Ordering::Relaxed) {
+            // The empty handler of a ceiling run: count, nothing else.
+            c.nmi.ceiling_samples.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        checks::sample_timed(&c.checks, ctx);
+    });
 }
 
 /// Set while a ceiling run is set up and runs: its samples are only
@@ -246,6 +244,7 @@ fn writer(k: &Kthread) {
     let kind = target::run_kind();
     let mut n: u64 = 0;
     let mut prev = None;
+    let cpus = CPUS.pin();
     while !k.should_stop() {
         if kind != target::Kind::Nmiclock {
             // Another target: its update (a registered one's), then a
@@ -253,7 +252,7 @@ fn writer(k: &Kthread) {
             if let target::Kind::Registered { update: true } = kind {
                 target::update_step();
             }
-            if let Some(c) = CPUS.this_cpu() {
+            if let Some(c) = cpus.as_ref().and_then(|s| s.this_cpu()) {
                 checks::task_read(&c.checks, &mut prev);
             }
         } else if disturb == Disturb::Stutter
@@ -288,7 +287,10 @@ struct CpuRes {
 /// Sets up CPU `cpu`'s part of the run in progress (at start, or when the
 /// CPU comes online during the run). Task context, CPU hotplug held off.
 fn attach(cpu: u32) -> Result {
-    let Some(c) = CPUS.get(cpu) else {
+    let Some(cpus) = CPUS.pin() else {
+        return Ok(());
+    };
+    let Some(c) = cpus.get(cpu) else {
         return Ok(());
     };
     let source = source::in_use().ok_or(EINVAL)?;
@@ -310,10 +312,10 @@ fn attach(cpu: u32) -> Result {
     // An old part (there should be none) goes first, unpublished.
     detach(cpu);
     if let Some(sleeper) = &res._sleeper {
-        // SAFETY: `detach()` unpublishes the sleeper before it drops `res`.
-        unsafe { c.wake.publish(sleeper) };
+        c.wake.publish(sleeper);
     }
-    c.res.store(KBox::into_raw(res), Ordering::Release);
+    // `detach()` above emptied the slot.
+    drop(c.res.put(res));
     // Samples count only while the run is running: so does the time they
     // are expected over (a run starting marks its CPUs when it does).
     if running() {
@@ -325,18 +327,17 @@ fn attach(cpu: u32) -> Result {
 /// Tears down CPU `cpu`'s part of the run, if any (at stop, or when the CPU
 /// goes offline), and forgets its previous sample. Task context.
 fn detach(cpu: u32) {
-    let Some(c) = CPUS.get(cpu) else {
+    let Some(cpus) = CPUS.pin() else {
+        return;
+    };
+    let Some(c) = cpus.get(cpu) else {
         return;
     };
     // The controller may still hold the sleeper: wait for it.
     c.wake.unpublish();
-    let old = c.res.swap(ptr::null_mut(), Ordering::AcqRel);
+    let old = c.res.take();
     c.nmi.detached();
-    if !old.is_null() {
-        // SAFETY: `old` came from `KBox::into_raw` in `attach()`; the swap
-        // took it out of the slot, so it is dropped once.
-        drop(unsafe { KBox::from_raw(old) });
-    }
+    drop(old);
     c.checks.forget();
     // The pending NMI count stays: an NMI sent just before the CPU went
     // down can be delivered when it comes back, and must still find it.
@@ -361,7 +362,7 @@ impl Drop for Run {
         // Releasing the counters stops their overflows; stopping the
         // writers ends the updates.
         ffi::cpu::with_cpus_held(|| {
-            for (cpu, _) in CPUS.iter() {
+            for cpu in 0..ffi::cpu::nr_cpu_ids() {
                 detach(cpu);
             }
         });
@@ -369,8 +370,8 @@ impl Drop for Run {
     }
 }
 
-/// The run in progress (a `KBox<Run>` turned raw), or null.
-static RUN: AtomicPtr<Run> = AtomicPtr::new(ptr::null_mut());
+/// The run in progress, if any.
+static RUN: BoxSlot<Run> = BoxSlot::new();
 
 /// The run's monitor (hard-IRQ, every [`MONITOR_NS`]): queues the stop
 /// once `duration_s` has passed; with `until=verdict`, once the verdict is
@@ -446,7 +447,7 @@ fn build(guard: Guard, stopper: &Arc<Work>) -> Result<KBox<Run>> {
         GFP_KERNEL,
     )?;
     ffi::cpu::with_cpus_held(|| -> Result {
-        for (cpu, _) in CPUS.iter() {
+        for cpu in 0..ffi::cpu::nr_cpu_ids() {
             if ffi::cpu::online(cpu) {
                 attach(cpu).inspect_err(|e| {
                     pr_err!(
@@ -470,11 +471,13 @@ fn build(guard: Guard, stopper: &Arc<Work>) -> Result<KBox<Run>> {
 /// Zeroes the run's counters, anomalies and histogram (and the clock's and
 /// acct updater's counters). Not while a run is in progress.
 fn reset_counters() {
-    for (_, c) in CPUS.iter() {
-        c.checks.reset();
-        c.wake.reset();
-        c.nmi.reset();
-    }
+    CPUS.with(|cpus| {
+        for (_, c) in cpus.iter() {
+            c.checks.reset();
+            c.wake.reset();
+            c.nmi.reset();
+        }
+    });
     anomaly::clear();
     kclock::reset_stats();
     kacct::reset();
@@ -525,8 +528,7 @@ impl Installed {
                 stopper,
             }),
             Err(e) => {
-                // SAFETY: Nothing uses the slots yet.
-                unsafe { CPUS.uninstall() };
+                CPUS.uninstall();
                 Err(e)
             }
         }
@@ -555,17 +557,20 @@ impl Installed {
         END_NS.store(0, Ordering::Relaxed);
         match build(guard, &self.stopper) {
             Ok(run) => {
-                RUN.store(KBox::into_raw(run), Ordering::Release);
+                // Only a stop takes a run out, and none was running.
+                drop(RUN.put(run));
                 set_state(State::Running);
                 // From now on samples count, and the time they are
                 // expected over runs, on every CPU set up (a CPU that comes
                 // online now marks itself in `attach()`; marking twice
                 // only restarts the span at the same instant).
-                for (_, c) in CPUS.iter() {
-                    if !c.res.load(Ordering::Acquire).is_null() {
-                        c.nmi.attached();
+                CPUS.with(|cpus| {
+                    for (_, c) in cpus.iter() {
+                        if c.res.is_set() {
+                            c.nmi.attached();
+                        }
                     }
-                }
+                });
                 pr_info!(
                     "start: nmi_source in use: {};{}\n",
                     source::in_use().map_or("?", |s| s.name()),
@@ -628,10 +633,7 @@ impl Drop for Installed {
         // A stop from the deadline's work may be under way: wait for it.
         self.wait_stopped();
         self.hotplug = None;
-        // SAFETY: No run is left (stopped above or by the work we waited
-        // for), so no source, writer or handler uses the slots, and the
-        // debugfs files are gone.
-        unsafe { CPUS.uninstall() };
+        CPUS.uninstall();
     }
 }
 
@@ -659,20 +661,17 @@ pub(crate) fn stop(why: &str) -> Result {
     }
     // Samples no longer count: neither does the time they are expected
     // over (tearing the run down can take a while on a loaded host).
-    for (_, c) in CPUS.iter() {
-        c.nmi.detached();
-    }
-    let p = RUN.swap(ptr::null_mut(), Ordering::AcqRel);
-    let guard = if p.is_null() {
-        None
-    } else {
-        // SAFETY: `p` came from `KBox::into_raw` in `start_with()`; the swap
-        // gives it to exactly one stopper.
-        let mut run = unsafe { KBox::from_raw(p) };
+    CPUS.with(|cpus| {
+        for (_, c) in cpus.iter() {
+            c.nmi.detached();
+        }
+    });
+    // The swap gives the run to exactly one stopper.
+    let guard = RUN.take().and_then(|mut run| {
         let guard = run.guard.take();
         drop(run);
         guard
-    };
+    });
     END_NS.store(ffi::time::local_clock(), Ordering::Relaxed);
     kacct::check_integrals();
     show::end_run();

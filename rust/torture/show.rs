@@ -87,17 +87,23 @@ struct Totals {
 impl Totals {
     fn now() -> Self {
         let source = source::in_use();
-        let (mut samples_expected, mut starved_cpus) = (0u64, 0u64);
-        for (_, c) in CPUS.iter() {
-            let e = expected(c);
-            samples_expected = samples_expected.saturating_add(e);
-            let received = c.checks.samples.load(Ordering::Relaxed);
-            if source::starved(source, received, e, period_ns()) {
-                starved_cpus += 1;
-            }
-        }
+        let (n, samples_expected, starved_cpus) = CPUS
+            .with(|cpus| {
+                let (mut samples_expected, mut starved_cpus) = (0u64, 0u64);
+                for (_, c) in cpus.iter() {
+                    let e = expected(c);
+                    samples_expected = samples_expected.saturating_add(e);
+                    let received = c.checks.samples.load(Ordering::Relaxed);
+                    if source::starved(source, received, e, period_ns()) {
+                        starved_cpus += 1;
+                    }
+                }
+                let n = checks::Sums::of(|| cpus.iter().map(|(_, c)| &c.checks));
+                (n, samples_expected, starved_cpus)
+            })
+            .unwrap_or_else(|| (checks::Sums::of(core::iter::empty), 0, 0));
         Self {
-            n: checks::Sums::of(|| CPUS.iter().map(|(_, c)| &c.checks)),
+            n,
             samples_expected,
             starved_cpus,
             clock: kclock::totals(),
@@ -353,7 +359,8 @@ fn bar(w: &mut impl Write, label: &str, n: u64, max: u64) -> fmt::Result {
 pub(crate) fn histogram(w: &mut impl Write) -> fmt::Result {
     let mut counts = [0u64; HIST_BUCKETS];
     let mut errs = [0u64; ERR_BUCKETS];
-    for (_, c) in CPUS.iter() {
+    let cpus = CPUS.pin();
+    for (_, c) in cpus.iter().flat_map(|s| s.iter()) {
         for (n, h) in counts.iter_mut().zip(c.checks.hist.iter()) {
             *n = n.wrapping_add(h.load(Ordering::Relaxed));
         }
@@ -402,7 +409,8 @@ fn section(
 
 /// Writes `percpu`: one line of counts per CPU.
 pub(crate) fn percpu(w: &mut impl Write) -> fmt::Result {
-    for (cpu, c) in CPUS.iter() {
+    let cpus = CPUS.pin();
+    for (cpu, c) in cpus.iter().flat_map(|s| s.iter()) {
         if !ffi::cpu::online(cpu) && c.checks.samples.load(Ordering::Relaxed) == 0 {
             continue;
         }

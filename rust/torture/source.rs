@@ -171,8 +171,11 @@ impl RunPart {
         }
         for _ in 0..DRAIN_MS {
             let pending = CPUS
-                .iter()
-                .any(|(cpu, c)| ffi::cpu::online(cpu) && c.nmi.pending());
+                .with(|cpus| {
+                    cpus.iter()
+                        .any(|(cpu, c)| ffi::cpu::online(cpu) && c.nmi.pending())
+                })
+                .unwrap_or(false);
             if !pending {
                 break;
             }
@@ -418,27 +421,29 @@ fn send(ipi: &mut NmiIpi, period_ns: u64) -> u64 {
     let now = ffi::time::raw_fast_ns();
     ipi.clear();
     let mut any = false;
-    for (cpu, c) in CPUS.iter() {
-        if !ffi::cpu::online(cpu) {
-            continue;
+    CPUS.with(|cpus| {
+        for (cpu, c) in cpus.iter() {
+            if !ffi::cpu::online(cpu) {
+                continue;
+            }
+            let n = &c.nmi;
+            let late = now.wrapping_sub(n.last_send_ns.load(Ordering::Relaxed)) > LOST_NS;
+            let prev = n.outstanding.load(Ordering::Acquire);
+            let busy = now < n.quiet_until_ns.load(Ordering::Acquire);
+            if (prev != 0 || busy) && !late {
+                SKIPPED.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            if prev != 0 {
+                RESENT.fetch_add(1, Ordering::Relaxed);
+            }
+            n.last_send_ns.store(now, Ordering::Relaxed);
+            n.outstanding.fetch_add(1, Ordering::AcqRel);
+            SENT.fetch_add(1, Ordering::Relaxed);
+            ipi.add(cpu);
+            any = true;
         }
-        let n = &c.nmi;
-        let late = now.wrapping_sub(n.last_send_ns.load(Ordering::Relaxed)) > LOST_NS;
-        let prev = n.outstanding.load(Ordering::Acquire);
-        let busy = now < n.quiet_until_ns.load(Ordering::Acquire);
-        if (prev != 0 || busy) && !late {
-            SKIPPED.fetch_add(1, Ordering::Relaxed);
-            continue;
-        }
-        if prev != 0 {
-            RESENT.fetch_add(1, Ordering::Relaxed);
-        }
-        n.last_send_ns.store(now, Ordering::Relaxed);
-        n.outstanding.fetch_add(1, Ordering::AcqRel);
-        SENT.fetch_add(1, Ordering::Relaxed);
-        ipi.add(cpu);
-        any = true;
-    }
+    });
     if any {
         ipi.send();
     }
@@ -449,22 +454,22 @@ fn send(ipi: &mut NmiIpi, period_ns: u64) -> u64 {
 /// outstanding; it is then taken and sampled. Any other NMI is left to the
 /// kernel, which reports it as unknown.
 fn nmi_handler() -> bool {
-    let Some(cpu) = CPUS.this_cpu() else {
-        return false;
-    };
-    let ours = cpu
-        .nmi
-        .outstanding
-        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
-        .is_ok();
-    if ours {
-        let n = &cpu.nmi;
-        n.quiet_until_ns.store(u64::MAX, Ordering::Release);
-        let t0 = ffi::time::raw_fast_ns();
-        on_sample(Context::Nmi);
-        let t1 = ffi::time::raw_fast_ns();
-        n.quiet_until_ns
-            .store(t1.saturating_add(t1.wrapping_sub(t0)), Ordering::Release);
-    }
-    ours
+    CPUS.with_this_cpu(|cpu| {
+        let ours = cpu
+            .nmi
+            .outstanding
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok();
+        if ours {
+            let n = &cpu.nmi;
+            n.quiet_until_ns.store(u64::MAX, Ordering::Release);
+            let t0 = ffi::time::raw_fast_ns();
+            on_sample(Context::Nmi);
+            let t1 = ffi::time::raw_fast_ns();
+            n.quiet_until_ns
+                .store(t1.saturating_add(t1.wrapping_sub(t0)), Ordering::Release);
+        }
+        ours
+    })
+    .unwrap_or(false)
 }

@@ -63,14 +63,9 @@ impl Cpu {
         }
     }
 
-    /// Publishes this CPU's sleeper to the controller.
-    ///
-    /// # Safety
-    ///
-    /// [`Cpu::unpublish`] must be called before `sleeper` is dropped.
-    pub(crate) unsafe fn publish(&self, sleeper: &Worker) {
-        // SAFETY: The caller's contract.
-        unsafe { self.sleeper.0.publish(sleeper.handle()) };
+    /// Publishes this CPU's sleeper to the controller. Task context.
+    pub(crate) fn publish(&self, sleeper: &Worker) {
+        self.sleeper.0.publish(sleeper.handle());
     }
 
     /// Takes the sleeper back from the controller, waiting until the
@@ -86,10 +81,13 @@ impl Cpu {
 /// stops the sleeper), the scheduler moves a woken sleeper to another CPU.
 pub(crate) fn sleeper(k: &Kthread, cpu: u32) {
     let tick = crate::ffi::time::tick_nsec();
+    let Some(cpus) = CPUS.pin() else {
+        return;
+    };
+    let Some(c) = cpus.get(cpu).map(|c| &c.wake) else {
+        return;
+    };
     while !k.should_stop() {
-        let Some(c) = CPUS.get(cpu).map(|c| &c.wake) else {
-            return;
-        };
         k.sleep_until_woken(|| c.sleeping.store(true, Ordering::Release), MAX_SLEEP_MS);
         if c.sleeping.swap(false, Ordering::AcqRel) {
             // Not woken by the controller: a stop, the timeout, or a
@@ -116,20 +114,22 @@ fn tick() -> u64 {
     if !live() {
         return 0;
     }
-    for (_, c) in CPUS.iter() {
-        let c = &c.wake;
-        c.sleeper.0.wake_if(|| {
-            if !c.sleeping.load(Ordering::Acquire) {
-                return false;
-            }
-            c.woken_at.store(kclock::read().ns, Ordering::Release);
-            let took = c.sleeping.swap(false, Ordering::AcqRel);
-            if took {
-                c.issued.fetch_add(1, Ordering::Relaxed);
-            }
-            took
-        });
-    }
+    CPUS.with(|cpus| {
+        for (_, c) in cpus.iter() {
+            let c = &c.wake;
+            c.sleeper.0.wake_if(|| {
+                if !c.sleeping.load(Ordering::Acquire) {
+                    return false;
+                }
+                c.woken_at.store(kclock::read().ns, Ordering::Release);
+                let took = c.sleeping.swap(false, Ordering::AcqRel);
+                if took {
+                    c.issued.fetch_add(1, Ordering::Relaxed);
+                }
+                took
+            });
+        }
+    });
     PERIOD_NS
 }
 
