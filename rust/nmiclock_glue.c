@@ -1,8 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * nmiclock_glue.c: thin, typed wrappers over kernel APIs that the 6.12 Rust
- * `kernel` crate does not wrap.  No logic lives here; nmiclock_glue.h says
- * why each function exists, rust/ffi/ wraps each in a safe type.
+ * `kernel` crate does not wrap (no debugfs, hrtimer, kthread, CPU hotplug,
+ * perf or NMI abstraction; module parameters are not in its module! macro;
+ * its workqueue cannot cancel), and over static inline functions Rust
+ * cannot call.  nmiclock_glue.h says why each function exists, rust/ffi/
+ * wraps each in a safe type.
+ *
+ * Decisions are Rust's: what a write may be (its length, its copy from
+ * user memory), when a signal stops the per-CPU threads, that one NMI
+ * handler is registered at a time, when the targets' lock is taken.  What
+ * stays here is state Rust cannot own: the parameters' variables, the
+ * x86 NMI handler's function and data (register_nmi_handler() passes no
+ * data pointer), and the targets' mutex (6.12's `kernel` crate has no
+ * static Mutex: its Mutex is pinned and initialised at run time).
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -19,11 +30,9 @@
 #include <linux/mutex.h>
 #include <linux/perf_event.h>
 #include <linux/sched/clock.h>
-#include <linux/sched/task.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/timekeeping.h>
-#include <linux/uaccess.h>
 #include <linux/workqueue.h>
 
 #include "nmiclock_glue.h"
@@ -63,9 +72,6 @@ EXPORT_SYMBOL_GPL(nmiclock_unregister_target);
 
 /* ---- debugfs ---------------------------------------------------------------- */
 
-/* Longest write a debugfs file accepts; longer ones get -EINVAL. */
-#define NMICLOCK_WRITE_MAX 256
-
 static int nmiclock_seq_show(struct seq_file *m, void *v)
 {
 	const struct nmiclock_file *file = m->private;
@@ -83,19 +89,8 @@ static ssize_t nmiclock_debugfs_write(struct file *file, const char __user *ubuf
 {
 	struct seq_file *m = file->private_data;
 	const struct nmiclock_file *nf = m->private;
-	char *buf;
-	int ret;
+	int ret = nf->write(nf->data, ubuf, len);
 
-	if (len == 0 || len > NMICLOCK_WRITE_MAX) {
-		pr_err("%pD: a write of %zu bytes; want 1..%d\n", file, len,
-		       NMICLOCK_WRITE_MAX);
-		return -EINVAL;
-	}
-	buf = memdup_user_nul(ubuf, len);
-	if (IS_ERR(buf))
-		return PTR_ERR(buf);
-	ret = nf->write(nf->data, buf, len);
-	kfree(buf);
 	return ret ? ret : len;
 }
 
@@ -272,25 +267,6 @@ void nmiclock_kthread_set_running(void)
 	__set_current_state(TASK_RUNNING);
 }
 
-struct task_struct *nmiclock_current(void)
-{
-	return current;
-}
-
-void nmiclock_wake(struct task_struct *t)
-{
-	wake_up_process(t);
-}
-
-void nmiclock_get_task(struct task_struct *t)
-{
-	get_task_struct(t);
-}
-
-void nmiclock_put_task(struct task_struct *t)
-{
-	put_task_struct(t);
-}
 
 struct nmiclock_cpu_work {
 	void (*fn)(const void *data, unsigned int cpu);
@@ -300,13 +276,75 @@ struct nmiclock_cpu_work {
 	struct completion done;
 };
 
+struct nmiclock_cpu_threads {
+	unsigned int nr;
+	struct nmiclock_cpu_work works[] __counted_by(nr);
+};
+
 static int nmiclock_cpu_thread(void *arg)
 {
 	struct nmiclock_cpu_work *w = arg;
 
 	w->fn(w->data, w->cpu);
-	complete(&w->done);
+	/* complete_all(): any number of waits return, none consumes it. */
+	complete_all(&w->done);
 	nmiclock_kthread_wait_stop();
+	return 0;
+}
+
+/* Stops the threads created so far, lets CPU hotplug go on, frees @t. */
+static void nmiclock_cpu_threads_free(struct nmiclock_cpu_threads *t)
+{
+	unsigned int cpu;
+
+	for_each_online_cpu(cpu)
+		if (t->works[cpu].task)
+			kthread_stop(t->works[cpu].task);
+	cpus_read_unlock();
+	kfree(t);
+}
+
+struct nmiclock_cpu_threads *
+nmiclock_cpu_threads_start(void (*fn)(const void *data, unsigned int cpu),
+			   const void *data)
+{
+	struct nmiclock_cpu_threads *t;
+	unsigned int cpu;
+
+	t = kzalloc(struct_size(t, works, nr_cpu_ids), GFP_KERNEL);
+	if (!t)
+		return ERR_PTR(-ENOMEM);
+	t->nr = nr_cpu_ids;
+	cpus_read_lock();
+	for_each_online_cpu(cpu) {
+		struct nmiclock_cpu_work *w = &t->works[cpu];
+		struct task_struct *task;
+
+		w->fn = fn;
+		w->data = data;
+		w->cpu = cpu;
+		init_completion(&w->done);
+		task = kthread_create_on_cpu(nmiclock_cpu_thread, w, cpu,
+					     "nmiclock/%u");
+		if (IS_ERR(task)) {
+			/* Never woken: kthread_stop() skips their @fn. */
+			nmiclock_cpu_threads_free(t);
+			return ERR_CAST(task);
+		}
+		w->task = task;
+	}
+	for_each_online_cpu(cpu)
+		wake_up_process(t->works[cpu].task);
+	return t;
+}
+
+int nmiclock_cpu_threads_wait_interruptible(struct nmiclock_cpu_threads *t)
+{
+	unsigned int cpu;
+
+	for_each_online_cpu(cpu)
+		if (wait_for_completion_interruptible(&t->works[cpu].done))
+			return -EINTR;
 	return 0;
 }
 
@@ -314,51 +352,13 @@ static int nmiclock_cpu_thread(void *arg)
  * kthread() skips the thread function of a thread stopped before it first
  * ran, so each thread's completion is awaited before it is stopped.
  */
-int nmiclock_run_on_each_cpu(void (*fn)(const void *data, unsigned int cpu),
-			     const void *data, bool *stop)
+void nmiclock_cpu_threads_end(struct nmiclock_cpu_threads *t)
 {
-	struct nmiclock_cpu_work *works;
 	unsigned int cpu;
-	int ret = 0;
 
-	works = kcalloc(nr_cpu_ids, sizeof(*works), GFP_KERNEL);
-	if (!works)
-		return -ENOMEM;
-	cpus_read_lock();
-	for_each_online_cpu(cpu) {
-		struct task_struct *task;
-
-		works[cpu].fn = fn;
-		works[cpu].data = data;
-		works[cpu].cpu = cpu;
-		init_completion(&works[cpu].done);
-		task = kthread_create_on_cpu(nmiclock_cpu_thread, &works[cpu],
-					     cpu, "nmiclock/%u");
-		if (IS_ERR(task)) {
-			ret = PTR_ERR(task);
-			break;
-		}
-		works[cpu].task = task;
-	}
-	if (!ret) {
-		for_each_online_cpu(cpu)
-			wake_up_process(works[cpu].task);
-		for_each_online_cpu(cpu) {
-			if (!ret && wait_for_completion_interruptible(&works[cpu].done)) {
-				WRITE_ONCE(*stop, true);
-				ret = -EINTR;
-			}
-			/* After a signal, the threads end at their next poll. */
-			if (ret)
-				wait_for_completion(&works[cpu].done);
-		}
-	}
 	for_each_online_cpu(cpu)
-		if (works[cpu].task)
-			kthread_stop(works[cpu].task);
-	cpus_read_unlock();
-	kfree(works);
-	return ret;
+		wait_for_completion(&t->works[cpu].done);
+	nmiclock_cpu_threads_free(t);
 }
 
 /* ---- workqueue ------------------------------------------------------------- */

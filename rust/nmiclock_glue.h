@@ -83,12 +83,13 @@ const char *nmiclock_param_value(unsigned int i);
 
 /*
  * What a file does, owned by its Rust creator until the file is removed:
- * @show renders it (0, or seq_file's overflow), @write handles one write of
- * 1..256 bytes (NULL: read-only), both with @data.
+ * @show renders it (0, or seq_file's overflow), @write handles one write(2)
+ * of @len bytes at user address @ubuf, whole or not at all (NULL:
+ * read-only), both with @data.
  */
 struct nmiclock_file {
 	int (*show)(struct seq_file *m, const void *data);
-	int (*write)(const void *data, const char *buf, size_t len);
+	int (*write)(const void *data, const char __user *ubuf, size_t len);
 	const void *data;
 };
 
@@ -130,7 +131,7 @@ void nmiclock_timer_free(struct nmiclock_timer *t);
 struct task_struct *nmiclock_kthread_start(unsigned int cpu,
 					   const struct nmiclock_callback *cb);
 void nmiclock_kthread_stop(struct task_struct *t);
-/* In a kthread of nmiclock_kthread_start() or nmiclock_run_on_each_cpu(): */
+/* In a kthread of nmiclock_kthread_start() or nmiclock_cpu_threads_start(): */
 bool nmiclock_kthread_should_stop(void);
 void nmiclock_kthread_prepare_to_sleep(void);
 void nmiclock_kthread_sleep(unsigned int max_ms);
@@ -141,27 +142,25 @@ void nmiclock_kthread_sleep(unsigned int max_ms);
 bool nmiclock_kthread_sleep_ns(u64 ns);
 /* Marks the current task running again without sleeping. */
 void nmiclock_kthread_set_running(void);
-/* The current task, for others to wake while it lives. */
-struct task_struct *nmiclock_current(void);
 
 /*
- * Runs @fn(@data, cpu) in a kthread bound to each online CPU, all at once,
- * and returns when every one has finished.  CPU hotplug waits meanwhile.
- * A signal to the caller sets *@stop, which the threads poll, then waits
- * for them all the same and returns -EINTR (not a restart: a restarted
- * write would run the whole activity again).
+ * Kthreads running @fn(@data, cpu) once, one bound to each online CPU,
+ * all woken at once; or an ERR_PTR (none started).  CPU hotplug waits
+ * from here until nmiclock_cpu_threads_end(), which must follow.
  */
-int nmiclock_run_on_each_cpu(void (*fn)(const void *data, unsigned int cpu),
-			     const void *data, bool *stop);
-
-/* Wakes @t through the scheduler (any context but NMI). */
-void nmiclock_wake(struct task_struct *t);
+struct nmiclock_cpu_threads;
+struct nmiclock_cpu_threads *
+nmiclock_cpu_threads_start(void (*fn)(const void *data, unsigned int cpu),
+			   const void *data);
+/* Waits until every thread's @fn has returned: 0, or -EINTR at a signal. */
+int nmiclock_cpu_threads_wait_interruptible(struct nmiclock_cpu_threads *t);
 /*
- * get_task_struct()/put_task_struct() are static inline: not callable from
- * Rust.  A reference keeps @t's task_struct (not the task) alive.
+ * Waits until every thread's @fn has returned (signals or not), stops the
+ * threads, lets CPU hotplug go on and frees @t.
  */
-void nmiclock_get_task(struct task_struct *t);
-void nmiclock_put_task(struct task_struct *t);
+void nmiclock_cpu_threads_end(struct nmiclock_cpu_threads *t);
+
+
 
 /* ---- workqueue ------------------------------------------------------------------ */
 
@@ -194,8 +193,9 @@ void nmiclock_perf_release(struct perf_event *event);
  * fails with -EOPNOTSUPP and nmiclock_ipi_new() returns NULL.
  *
  * The NMI_LOCAL handler: @fn(@data) returns true for an NMI it claims.
- * The kernel's handler has no data pointer, so there is one registration
- * at a time: -EBUSY while another is in place.
+ * The kernel's handler has no data pointer, so the glue keeps @fn and
+ * @data in a slot of its own: one registration at a time, which the
+ * caller ensures.
  */
 int nmiclock_nmi_register(bool (*fn)(const void *data), const void *data);
 void nmiclock_nmi_unregister(void);

@@ -31,8 +31,6 @@ int nmiclock_nmi_register(bool (*fn)(const void *data), const void *data)
 {
 	int ret;
 
-	if (nmiclock_nmi_fn)
-		return -EBUSY;
 	nmiclock_nmi_fn = fn;
 	nmiclock_nmi_data = data;
 	ret = register_nmi_handler(NMI_LOCAL, nmiclock_nmi_handler, 0, "nmiclock");

@@ -51,7 +51,13 @@
 //! - Where it runs ([`environment`], [`ffi::hypervisor`]): `qemu-tcg`,
 //!   `kvm`, `hypervisor:<signature>` or `bare-metal`, from the hypervisor's
 //!   identity, in `stats`, the load message and the bench's header.
-//! - One `pr_info` line on load, everything it created removed on unload.
+//! - One `pr_info` line on load, everything it created removed on unload
+//!   ([`Loaded::teardown`], in an order of its own). State that NMI, IRQ
+//!   and task context share is per-CPU slots published through one
+//!   pointer each and freed one RCU grace period after they are
+//!   unpublished ([`percpu`]), or atomics in `static`s: memory safety does
+//!   not depend on the order things are torn down in. `unsafe` lives in
+//!   [`ffi`], [`percpu`] and the core's counter reads only.
 //!
 //! The kernel-independent core lives in `rust/nmiclock_core/src/`: each file
 //! there is a module of this crate (included by `#[path]`) and of the host

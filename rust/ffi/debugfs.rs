@@ -10,6 +10,7 @@ use kernel::error::{from_err_ptr, Result};
 use kernel::ffi::{c_char, c_int, c_void};
 use kernel::prelude::*;
 use kernel::str::CStr;
+use kernel::uaccess::UserSlice;
 
 use super::{bindings, erase, Owned};
 
@@ -46,9 +47,15 @@ impl fmt::Write for SeqFile {
 #[repr(C)]
 struct Node<S, W> {
     raw: bindings::nmiclock_file,
+    /// The file's name, for the log line of a refused write.
+    name: &'static CStr,
     show: S,
     write: Option<W>,
 }
+
+/// The longest write a file takes, in bytes: a longer one (or an empty
+/// one) gets `EINVAL` and one log line, before anything is copied.
+pub(crate) const WRITE_MAX: usize = 256;
 
 // SAFETY: `raw` only points at the node itself; the closures are
 // `Send + Sync` (see `Dir::add`).
@@ -81,11 +88,12 @@ where
 ///
 /// # Safety
 ///
-/// `data` is the `Node<S, W>` of a file of a live [`Dir`], and `buf` is
-/// valid for reads of `len` bytes for the duration of the call.
+/// `data` is the `Node<S, W>` of a file of a live [`Dir`], and `ubuf` the
+/// user address of a `write(2)` in progress, in this task (it is checked
+/// and copied as user memory).
 unsafe extern "C" fn write_trampoline<S, W>(
     data: *const c_void,
-    buf: *const c_char,
+    ubuf: *const c_char,
     len: usize,
 ) -> c_int
 where
@@ -93,14 +101,23 @@ where
 {
     // SAFETY: As in `show_trampoline()`.
     let node = unsafe { &*data.cast::<Node<S, W>>() };
-    // SAFETY: The caller guarantees `buf` is valid for `len` bytes.
-    let bytes = unsafe { core::slice::from_raw_parts(buf.cast::<u8>(), len) };
-    match &node.write {
-        Some(write) => match write(bytes) {
-            Ok(()) => 0,
-            Err(e) => e.to_errno(),
-        },
-        None => EINVAL.to_errno(),
+    let Some(write) = &node.write else {
+        return EINVAL.to_errno();
+    };
+    if len == 0 || len > WRITE_MAX {
+        pr_err!(
+            "{}: a write of {} bytes; want 1..{}\n",
+            node.name,
+            len,
+            WRITE_MAX
+        );
+        return EINVAL.to_errno();
+    }
+    let mut bytes = KVec::new();
+    let copied = UserSlice::new(ubuf as usize, len).read_all(&mut bytes, GFP_KERNEL);
+    match copied.and_then(|()| write(&bytes)) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
     }
 }
 
@@ -142,7 +159,7 @@ impl Dir {
 
     /// Creates a read-only file `name` with permissions `mode`, which
     /// `show` renders on every read.
-    pub(crate) fn add_ro<S>(&mut self, name: &CStr, mode: u16, show: S) -> Result
+    pub(crate) fn add_ro<S>(&mut self, name: &'static CStr, mode: u16, show: S) -> Result
     where
         S: Fn(&mut SeqFile) -> fmt::Result + Send + Sync + 'static,
     {
@@ -150,9 +167,15 @@ impl Dir {
     }
 
     /// Creates a file `name` with permissions `mode`: `show` renders it on
-    /// every read, `write` handles each write (1..256 bytes; its error goes
-    /// back to the writer as is).
-    pub(crate) fn add_rw<S, W>(&mut self, name: &CStr, mode: u16, show: S, write: W) -> Result
+    /// every read, `write` handles each write (1..[`WRITE_MAX`] bytes; its
+    /// error goes back to the writer as is).
+    pub(crate) fn add_rw<S, W>(
+        &mut self,
+        name: &'static CStr,
+        mode: u16,
+        show: S,
+        write: W,
+    ) -> Result
     where
         S: Fn(&mut SeqFile) -> fmt::Result + Send + Sync + 'static,
         W: Fn(&[u8]) -> Result + Send + Sync + 'static,
@@ -160,7 +183,7 @@ impl Dir {
         self.add(name, mode, show, Some(write))
     }
 
-    fn add<S, W>(&mut self, name: &CStr, mode: u16, show: S, write: Option<W>) -> Result
+    fn add<S, W>(&mut self, name: &'static CStr, mode: u16, show: S, write: Option<W>) -> Result
     where
         S: Fn(&mut SeqFile) -> fmt::Result + Send + Sync + 'static,
         W: Fn(&[u8]) -> Result + Send + Sync + 'static,
@@ -178,6 +201,7 @@ impl Dir {
                     },
                     data: core::ptr::null(),
                 },
+                name,
                 show,
                 write,
             },

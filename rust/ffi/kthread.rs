@@ -11,9 +11,11 @@ use core::marker::PhantomData;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
-use kernel::error::{from_err_ptr, to_result, Result};
+use kernel::error::{from_err_ptr, Result};
 use kernel::ffi::{c_uint, c_void};
 use kernel::prelude::*;
+use kernel::task::Task;
+use kernel::types::ARef;
 
 use super::{bindings, closure, erase, Callback, Owned};
 
@@ -169,15 +171,16 @@ pub(crate) struct TaskHandle<'a> {
 /// A slot through which interrupt handlers wake a task: a worker's
 /// ([`TaskSlot::publish`]) or the calling kthread ([`TaskSlot::publish_self`]),
 /// until [`TaskSlot::clear`]. The slot holds a reference on the published
-/// `task_struct`, dropped only one RCU grace period after the task is
-/// unpublished: a waker (inside a read side) never touches a freed task,
-/// and one that wakes a task that has exited meanwhile does nothing.
+/// task (the `kernel` crate's [`ARef<Task>`]), dropped only one RCU grace
+/// period after the task is unpublished: a waker (inside a read side)
+/// never touches a freed task, and one that wakes a task that has exited
+/// meanwhile does nothing.
 ///
 /// # Invariants
 ///
-/// A non-null pointer in the slot is a `task_struct` on which the slot
-/// holds a reference.
-pub(crate) struct TaskSlot(AtomicPtr<bindings::task_struct>);
+/// A non-null pointer in the slot comes from [`ARef::into_raw`]: the slot
+/// owns that reference.
+pub(crate) struct TaskSlot(AtomicPtr<Task>);
 
 impl TaskSlot {
     /// An empty slot.
@@ -188,23 +191,22 @@ impl TaskSlot {
     /// Publishes `task` (in place of any task published before). Task
     /// context; may sleep.
     pub(crate) fn publish(&self, task: TaskHandle<'_>) {
-        self.set(task.task.as_ptr());
+        // SAFETY: `task` is a live worker's `task_struct` (the handle
+        // borrows the worker), the C type `Task` wraps.
+        let task = unsafe { &*task.task.as_ptr().cast::<Task>() };
+        self.set(ARef::from(task));
     }
 
     /// Publishes the calling kthread (in place of any task published
     /// before). Task context; may sleep.
     pub(crate) fn publish_self(&self, _k: &Kthread) {
-        // SAFETY: Reading the current task has no preconditions.
-        self.set(unsafe { bindings::nmiclock_current() });
+        self.set(ARef::from(&*kernel::current!()));
     }
 
-    /// Puts `task`, a live task, in the slot.
-    fn set(&self, task: *mut bindings::task_struct) {
-        // SAFETY: `task` is live (a worker's, borrowed, or the current
-        // task): taking a reference on it is allowed.
-        unsafe { bindings::nmiclock_get_task(task) };
-        // INVARIANT: The slot holds the reference just taken.
-        let old = self.0.swap(task, Ordering::AcqRel);
+    /// Puts `task` in the slot.
+    fn set(&self, task: ARef<Task>) {
+        // INVARIANT: The slot takes over the reference.
+        let old = self.0.swap(ARef::into_raw(task).as_ptr(), Ordering::AcqRel);
         Self::put_after_grace_period(old);
     }
 
@@ -215,17 +217,17 @@ impl TaskSlot {
         Self::put_after_grace_period(self.0.swap(core::ptr::null_mut(), Ordering::AcqRel));
     }
 
-    /// Drops the reference on `old`, a task taken out of the slot (or
-    /// null), once no waker can still be using it.
-    fn put_after_grace_period(old: *mut bindings::task_struct) {
-        if old.is_null() {
+    /// Drops the reference `old` (a task taken out of the slot, or null)
+    /// once no waker can still be using it.
+    fn put_after_grace_period(old: *mut Task) {
+        let Some(old) = NonNull::new(old) else {
             return;
-        }
+        };
         super::cpu::synchronize_rcu();
-        // SAFETY: By the type invariant the slot held a reference on
-        // `old`; the swap that returned it took it out, so it is put once,
-        // after every read side that could have loaded it has ended.
-        unsafe { bindings::nmiclock_put_task(old) };
+        // SAFETY: By the type invariant `old` is a reference the slot
+        // owned; the swap that returned it took it out, so it is dropped
+        // once, after every read side that could have loaded it has ended.
+        drop(unsafe { ARef::from_raw(old) });
     }
 
     /// Wakes the published task, if any and if `f()` (called only when one
@@ -237,7 +239,7 @@ impl TaskSlot {
         let task = self.0.load(Ordering::Acquire);
         if !task.is_null() && f() {
             // SAFETY: As in `wake()`.
-            unsafe { bindings::nmiclock_wake(task) };
+            unsafe { &*task }.wake_up();
         }
     }
 
@@ -246,16 +248,16 @@ impl TaskSlot {
     pub(crate) fn wake(&self) {
         // The load and the wake are one RCU read side, from any context
         // (task context too, where a preempted waker is no RCU reader by
-        // itself): the grace period before the slot's reference is put
+        // itself): the grace period before the slot's reference is dropped
         // waits for it.
         let _rcu = super::cpu::RcuReadLock::new();
         let task = self.0.load(Ordering::Acquire);
         if !task.is_null() {
-            // SAFETY: The slot held a reference on `task` when it was
-            // loaded (type invariant), and puts it only after a grace
-            // period that waits for this read side: the `task_struct` is
-            // alive; waking a task that has exited does nothing.
-            unsafe { bindings::nmiclock_wake(task) };
+            // SAFETY: The slot owned a reference on `task` when it was
+            // loaded (type invariant), and drops it only after a grace
+            // period that waits for this read side: the task is alive;
+            // waking a task that has exited does nothing.
+            unsafe { &*task }.wake_up();
         }
     }
 }
@@ -267,7 +269,7 @@ impl Drop for TaskSlot {
 }
 
 /// What a [`run_on_each_cpu`] call lends its kthreads: the closure, and
-/// the stop request the glue sets when a signal interrupts the caller.
+/// the stop request it makes when a signal interrupts the caller.
 struct EachCpu<'a, F> {
     f: &'a F,
     stop: AtomicBool,
@@ -296,7 +298,8 @@ unsafe extern "C" fn each_cpu_trampoline<F: Fn(&Kthread, u32) + Sync>(
 ///
 /// A signal to the caller (Ctrl-C on a blocking debugfs write) makes
 /// [`Kthread::should_stop`] true in every one of them; the call still
-/// waits for them all, then returns `EINTR`. Closures that poll
+/// waits for them all, then returns `EINTR` (not a restart: a restarted
+/// write would run the whole activity again). Closures that poll
 /// `should_stop` end early; the others run to their end.
 pub(crate) fn run_on_each_cpu<F: Fn(&Kthread, u32) + Sync>(f: &F) -> Result {
     let each = EachCpu {
@@ -305,14 +308,21 @@ pub(crate) fn run_on_each_cpu<F: Fn(&Kthread, u32) + Sync>(f: &F) -> Result {
     };
     let data: *const EachCpu<'_, F> = &each;
     // SAFETY: The trampoline matches `EachCpu<F>`, and `each` outlives the
-    // call, which returns only when every kthread has finished with it.
-    // The glue writes the stop flag (a `bool`, as `AtomicBool` is laid
-    // out) only with `WRITE_ONCE()`, an atomic store.
-    to_result(unsafe {
-        bindings::nmiclock_run_on_each_cpu(
-            Some(each_cpu_trampoline::<F>),
-            data.cast(),
-            each.stop.as_ptr(),
-        )
-    })
+    // threads' use of it: `nmiclock_cpu_threads_end()` below returns only
+    // once every thread's function has returned.
+    let threads = from_err_ptr(unsafe {
+        bindings::nmiclock_cpu_threads_start(Some(each_cpu_trampoline::<F>), data.cast())
+    })?;
+    // SAFETY: `threads` was started above and is ended only below.
+    let interrupted = unsafe { bindings::nmiclock_cpu_threads_wait_interruptible(threads) } != 0;
+    if interrupted {
+        each.stop.store(true, Ordering::Relaxed);
+    }
+    // SAFETY: `threads` was started above; it is ended once, here.
+    unsafe { bindings::nmiclock_cpu_threads_end(threads) };
+    if interrupted {
+        Err(EINTR)
+    } else {
+        Ok(())
+    }
 }

@@ -40,6 +40,19 @@
 //! - [`target`]: targets other modules register, and the two functions
 //!   they call.
 //!
+//! The glue holds no policy: what a debugfs write may be and its copy
+//! from user memory ([`debugfs`]), what a signal does to per-CPU threads
+//! ([`kthread::run_on_each_cpu`]), one NMI handler at a time
+//! ([`nmi::NmiHandler`]), when the targets' lock is taken and a provider
+//! pinned ([`target`]) are decided here. Where the `kernel` crate has the
+//! abstraction it is used (tasks and their references in
+//! [`kthread::TaskSlot`], user memory, `Arc`). What stays in C is what
+//! Rust cannot reach in 6.12: static inline functions, the module
+//! parameters' variables, the x86 NMI handler's function and data (the
+//! kernel's handler gets no data pointer) and the targets' mutex (the
+//! crate's `Mutex` is pinned and initialised at run time: there is no
+//! static one).
+//!
 //! No `kernel::ffi` type leaves this layer. Every callback the glue calls
 //! is a closure owned by the wrapper that registered it, reached through a
 //! generic trampoline (`*_trampoline::<F>`), so the callee is known at

@@ -11,6 +11,7 @@
 //! could not follow. Their trampolines are the roots of its walk.
 
 use core::ptr::NonNull;
+use core::sync::atomic::{AtomicBool, Ordering};
 
 use kernel::error::{from_err_ptr, to_result, Result};
 use kernel::ffi::c_void;
@@ -122,30 +123,45 @@ unsafe extern "C" fn nmi_handler_trampoline<F: Fn() -> bool>(data: *const c_void
 /// The module's `NMI_LOCAL` handler, registered while this lives. The
 /// closure returns true for an NMI it claims; an NMI no handler claims is
 /// reported by the kernel as unknown. One at a time: the kernel's handler
-/// gets no data pointer, so the glue keeps the one in a slot of its own
-/// ([`NmiHandler::register`] gives `EBUSY` while another is registered).
+/// gets no data pointer, so the glue keeps the one in a slot of its own,
+/// which [`NmiHandler::register`] takes ([`REGISTERED`]; `EBUSY` while
+/// another handler holds it).
 ///
 /// # Invariants
 ///
-/// The glue's slot holds the closure in `_owned` until dropped.
+/// This handler holds [`REGISTERED`], and the glue's slot holds the
+/// closure in `_owned`, until dropped.
 pub(crate) struct NmiHandler {
     _owned: Owned,
 }
 
+/// Whether an [`NmiHandler`] holds the glue's one slot.
+static REGISTERED: AtomicBool = AtomicBool::new(false);
+
 impl NmiHandler {
-    /// Registers `f` as the handler.
+    /// Registers `f` as the handler. `EBUSY` while another is registered.
     pub(crate) fn register<F>(f: F) -> Result<Self>
     where
         F: Fn() -> bool + Send + Sync + 'static,
     {
         let f = KBox::new(f, GFP_KERNEL)?;
+        if REGISTERED
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return Err(EBUSY);
+        }
         let data: *const F = &*f;
         // SAFETY: The trampoline matches `F`, which the handler keeps until
-        // after it is unregistered.
-        to_result(unsafe {
+        // after it is unregistered; the slot is ours (taken above).
+        let ret = to_result(unsafe {
             bindings::nmiclock_nmi_register(Some(nmi_handler_trampoline::<F>), data.cast())
-        })?;
-        // INVARIANT: Registered with `f`.
+        });
+        if let Err(e) = ret {
+            REGISTERED.store(false, Ordering::Release);
+            return Err(e);
+        }
+        // INVARIANT: Registered with `f`, holding the slot.
         Ok(Self { _owned: erase(f) })
     }
 }
@@ -156,6 +172,7 @@ impl Drop for NmiHandler {
         // once, here. The kernel waits for handlers in flight, so the
         // closure is unused after.
         unsafe { bindings::nmiclock_nmi_unregister() };
+        REGISTERED.store(false, Ordering::Release);
     }
 }
 
