@@ -9,9 +9,9 @@
 //! Imports only the FFI layer (the registry's mutex), so that the settings
 //! can use it without importing what imports them.
 
-use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use crate::ffi::target::Locked;
+use crate::ffi::target::{Locked, RegisteredCell};
 
 /// The built-in targets, in setting order; the first is the default.
 pub(crate) const BUILTIN: [&str; 8] = [
@@ -29,15 +29,15 @@ pub(crate) const BUILTIN: [&str; 8] = [
 pub(crate) const NMICLOCK: usize = 0;
 
 /// Targets registered at once, at most.
-pub(crate) const MAX_REGISTERED: usize = 8;
+pub(crate) use crate::ffi::target::MAX_REGISTERED;
 
 /// Longest name of a registered target, in bytes.
 pub(crate) const NAME_MAX: usize = 31;
 
 /// One registry slot.
 pub(crate) struct Slot {
-    /// The target's address (`RawTarget::addr`), 0 when free.
-    pub(crate) target: AtomicUsize,
+    /// The target, empty when the slot is free.
+    pub(crate) target: RegisteredCell,
     /// Its name, copied at registration ([a-z0-9_], NUL-padded), so that
     /// showing the setting needs no lock.
     pub(crate) name: [AtomicU64; 4],
@@ -47,7 +47,7 @@ pub(crate) struct Slot {
 
 #[allow(clippy::declare_interior_mutable_const)]
 const FREE: Slot = Slot {
-    target: AtomicUsize::new(0),
+    target: RegisteredCell::new(),
     name: [const { AtomicU64::new(0) }; 4],
     going: AtomicBool::new(false),
 };
@@ -107,9 +107,7 @@ pub(crate) fn lookup(name: &str) -> Option<usize> {
     }
     SLOTS
         .iter()
-        .position(|s| {
-            s.target.load(Ordering::Acquire) != 0 && SlotName::of(s).as_bytes() == name.as_bytes()
-        })
+        .position(|s| s.target.is_set() && SlotName::of(s).as_bytes() == name.as_bytes())
         .map(|i| i + BUILTIN.len())
 }
 
@@ -130,8 +128,5 @@ pub(crate) fn valid_name(name: &[u8]) -> bool {
 
 /// Registered targets now.
 pub(crate) fn registered() -> usize {
-    SLOTS
-        .iter()
-        .filter(|s| s.target.load(Ordering::Relaxed) != 0)
-        .count()
+    SLOTS.iter().filter(|s| s.target.is_set()).count()
 }

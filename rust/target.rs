@@ -15,9 +15,12 @@
 //!
 //! The setting holds an index: into [`BUILTIN`], or [`BUILTIN`]`.len()`
 //! plus a registry slot. A run pins its target ([`Pinned`]): a reference on
-//! the provider's module, released when the run ends. Unregistering a target
+//! the provider's module, released when the run ends, and the target
+//! published to the run's readers ([`TargetPin`]). Unregistering a target
 //! a run uses stops the run first; unregistering the selected target sets
-//! `target` back to `nmiclock`.
+//! `target` back to `nmiclock`. What keeps a provider's structure valid
+//! while it is used is in the types of [`crate::ffi::target`]: this module
+//! only decides what to read.
 
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
@@ -26,7 +29,7 @@ use kernel::prelude::*;
 use crate::clock::{Window, Writer};
 use crate::coverage::Marker;
 use crate::ffi;
-use crate::ffi::target::{Locked, RawTarget};
+use crate::ffi::target::{Locked, Registering, TargetPin, Unregistering};
 use crate::registry::{
     lookup, store_name, valid_name, SlotName, BUILTIN, MAX_REGISTERED, NAME_MAX, NMICLOCK, SLOTS,
 };
@@ -117,20 +120,15 @@ pub(crate) static REGISTERED: Promise = Promise {
 
 /// The target index of the run in progress (or the last run).
 static RUN_INDEX: AtomicUsize = AtomicUsize::new(NMICLOCK);
-/// The registered target the run in progress reads ([`RawTarget::addr`]),
-/// 0 for a built-in one.
-static RUN_RAW: AtomicUsize = AtomicUsize::new(0);
 /// The run's registered target has an `update` (kept past the run).
 static RUN_UPDATE: AtomicBool = AtomicBool::new(false);
-/// A target `update` call is in progress (they are serialized).
-static UPDATING: AtomicBool = AtomicBool::new(false);
 /// Target `update` calls made in the run in progress (or the last).
 static UPDATES: AtomicU64 = AtomicU64::new(0);
 /// Writer steps that found another CPU's `update` in progress.
 static UPDATE_SKIPS: AtomicU64 = AtomicU64::new(0);
 
 /// Registers `t` (see `include/nmiclock.h`). Task context.
-pub(crate) fn register(t: RawTarget) -> Result {
+pub(crate) fn register(t: &Registering<'_>) -> Result {
     let Some((buf, len)) = t.name::<{ NAME_MAX + 1 }>() else {
         pr_err!(
             "register_target: the name is missing or longer than {} bytes\n",
@@ -153,19 +151,16 @@ pub(crate) fn register(t: RawTarget) -> Result {
         pr_err!("register_target: {}: no read function\n", shown);
         return Err(EINVAL);
     }
-    let _l = Locked::new();
+    let l = Locked::new();
     if BUILTIN.iter().any(|b| b.as_bytes() == name) || lookup(shown).is_some() {
         pr_err!("register_target: {}: a target of that name exists\n", shown);
         return Err(EEXIST);
     }
-    if SLOTS
-        .iter()
-        .any(|s| s.target.load(Ordering::Relaxed) == t.addr())
-    {
+    if SLOTS.iter().any(|s| s.target.holds(t.id())) {
         pr_err!("register_target: {}: already registered\n", shown);
         return Err(EEXIST);
     }
-    let Some(slot) = SLOTS.iter().find(|s| s.target.load(Ordering::Relaxed) == 0) else {
+    let Some(slot) = SLOTS.iter().find(|s| !s.target.is_set()) else {
         pr_err!(
             "register_target: {}: {} targets registered already, the most there can be\n",
             shown,
@@ -173,9 +168,14 @@ pub(crate) fn register(t: RawTarget) -> Result {
         );
         return Err(ENOSPC);
     };
+    // The name first: a slot that holds a target shows it.
     store_name(slot, name);
     slot.going.store(false, Ordering::Relaxed);
-    slot.target.store(t.addr(), Ordering::Release);
+    if let Err(e) = slot.target.set(&l, t) {
+        store_name(slot, &[]);
+        pr_err!("register_target: {}: cannot be registered now\n", shown);
+        return Err(e);
+    }
     pr_info!("target {} registered\n", shown);
     Ok(())
 }
@@ -183,15 +183,13 @@ pub(crate) fn register(t: RawTarget) -> Result {
 /// Unregisters `t`: stops a run that uses it first (`stop_run`, called
 /// until no run reads it; true when it stopped one), and sets `target`
 /// back to `nmiclock` if it was selected. Task context; may sleep.
-pub(crate) fn unregister(t: RawTarget, stop_run: impl Fn() -> bool) {
+pub(crate) fn unregister(t: &Unregistering<'_>, stop_run: impl Fn() -> bool) {
     // No run may pin it from now on (a run pins under the mutex, so one
     // that did is seen below); one that has stops, not under the mutex:
     // its End of test line shows the settings.
     let found = {
         let _l = Locked::new();
-        let found = SLOTS
-            .iter()
-            .position(|s| s.target.load(Ordering::Relaxed) == t.addr());
+        let found = SLOTS.iter().position(|s| s.target.holds(t.id()));
         if let Some(s) = found.and_then(|i| SLOTS.get(i)) {
             s.going.store(true, Ordering::Release);
         }
@@ -206,14 +204,14 @@ pub(crate) fn unregister(t: RawTarget, stop_run: impl Fn() -> bool) {
     };
     let index = i + BUILTIN.len();
     let mut said = false;
-    while RUN_RAW.load(Ordering::Acquire) == t.addr() {
+    while t.is_pinned() {
         if stop_run() && !said {
             pr_info!("stopped the run: its target is being unregistered\n");
             said = true;
         }
         ffi::cpu::sleep_us(1_000);
     }
-    let _l = Locked::new();
+    let l = Locked::new();
     let selected = settings::target_index() == index;
     if selected {
         settings::reset(Key::Target);
@@ -228,12 +226,11 @@ pub(crate) fn unregister(t: RawTarget, stop_run: impl Fn() -> bool) {
             ""
         }
     );
-    slot.target.store(0, Ordering::Release);
+    slot.target.clear(&l);
     store_name(slot, &[]);
 }
 
-/// What a run reads: a built-in target, or a registered one with its
-/// handle.
+/// What a run reads: a built-in target, or a registered one.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
     /// nmiclock's own clock.
@@ -247,10 +244,10 @@ pub(crate) enum Kind {
     },
 }
 
-/// The target a run uses, pinned until the run ends (a reference on a
-/// registered target's owner).
+/// The target a run uses, pinned until the run ends (a registered
+/// target's [`TargetPin`]; nothing for a built-in one).
 pub(crate) struct Pinned {
-    raw: Option<RawTarget>,
+    _pin: Option<TargetPin>,
 }
 
 impl Pinned {
@@ -258,53 +255,29 @@ impl Pinned {
     /// registered target is gone, `EBUSY` if its module is going away (one
     /// log line each).
     pub(crate) fn selected() -> Result<Self> {
-        let _l = Locked::new();
+        let l = Locked::new();
         let index = settings::target_index();
         UPDATES.store(0, Ordering::Relaxed);
         UPDATE_SKIPS.store(0, Ordering::Relaxed);
         RUN_UPDATE.store(false, Ordering::Relaxed);
         if index < BUILTIN.len() {
-            RUN_RAW.store(0, Ordering::Relaxed);
             RUN_INDEX.store(index, Ordering::Release);
-            return Ok(Self { raw: None });
+            return Ok(Self { _pin: None });
         }
         let slot = SLOTS.get(index - BUILTIN.len()).ok_or(EINVAL)?;
-        let addr = slot.target.load(Ordering::Acquire);
-        if addr == 0 || slot.going.load(Ordering::Acquire) {
-            pr_err!("start: the target is being unregistered\n");
-            return Err(EINVAL);
-        }
-        // SAFETY: `addr` is a registered target's, and the mutex keeps it
-        // registered while we take the reference that pins it.
-        let raw = unsafe { RawTarget::from_addr(addr) };
-        if !raw.get() {
+        let t = match slot.target.load(&l) {
+            Some(t) if !slot.going.load(Ordering::Acquire) => t,
+            _ => {
+                pr_err!("start: the target is being unregistered\n");
+                return Err(EINVAL);
+            }
+        };
+        let pin = TargetPin::new(&l, t).inspect_err(|_| {
             pr_err!("start: the target's module is going away\n");
-            return Err(EBUSY);
-        }
-        RUN_UPDATE.store(raw.has_read_update().1, Ordering::Relaxed);
-        RUN_RAW.store(addr, Ordering::Release);
+        })?;
+        RUN_UPDATE.store(t.has_update(), Ordering::Relaxed);
         RUN_INDEX.store(index, Ordering::Release);
-        Ok(Self { raw: Some(raw) })
-    }
-}
-
-impl Drop for Pinned {
-    fn drop(&mut self) {
-        RUN_RAW.store(0, Ordering::Release);
-        if let Some(raw) = self.raw {
-            // SAFETY: `selected()` took this reference.
-            unsafe { raw.put() };
-        }
-    }
-}
-
-/// The registered target of the run in progress, if any.
-#[inline]
-fn run_raw() -> Option<RawTarget> {
-    match RUN_RAW.load(Ordering::Acquire) {
-        0 => None,
-        // SAFETY: The run pins it ([`Pinned`]) while the address is set.
-        a => Some(unsafe { RawTarget::from_addr(a) }),
+        Ok(Self { _pin: Some(pin) })
     }
 }
 
@@ -344,7 +317,7 @@ pub(crate) fn read() -> u64 {
         5 => ffi::time::boot_fast_ns(),
         6 => ffi::time::tai_fast_ns(),
         7 => ffi::time::real_fast_ns(),
-        _ => run_raw().map_or(0, |r| r.read()),
+        _ => ffi::target::with_pinned(|t| t.map_or(0, |t| t.read())),
     }
 }
 
@@ -352,22 +325,21 @@ pub(crate) fn read() -> u64 {
 /// as a window for the coverage figures, unless another CPU's is in
 /// progress. Task or hard-IRQ context, on a CPU the caller does not leave.
 pub(crate) fn update_step() {
-    let Some(raw) = run_raw() else {
-        return;
-    };
-    if UPDATING
-        .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-        .is_err()
-    {
-        UPDATE_SKIPS.fetch_add(1, Ordering::Relaxed);
-        return;
-    }
-    let mut m = Marker::here(0);
-    m.enter(Window::Target);
-    raw.update();
-    m.leave();
-    UPDATING.store(false, Ordering::Release);
-    UPDATES.fetch_add(1, Ordering::Relaxed);
+    ffi::target::with_pinned(|t| {
+        let Some(t) = t else {
+            return;
+        };
+        let Some(u) = t.begin_update() else {
+            UPDATE_SKIPS.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        let mut m = Marker::here(0);
+        m.enter(Window::Target);
+        u.call();
+        m.leave();
+        drop(u);
+        UPDATES.fetch_add(1, Ordering::Relaxed);
+    });
 }
 
 /// Target `update` calls of the run in progress (or the last), and writer

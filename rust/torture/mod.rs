@@ -685,7 +685,7 @@ pub(crate) fn stop(why: &str) -> Result {
 
 /// Unregisters target `t` (`nmiclock_unregister_target()`), stopping the
 /// run that reads it first.
-fn unregister_target(t: crate::ffi::target::RawTarget) {
+fn unregister_target(t: &crate::ffi::target::Unregistering<'_>) {
     target::unregister(t, || stop("target unregistered").is_ok());
 }
 
