@@ -646,12 +646,3 @@ void nmiclock_target_update(const struct nmiclock_target *t)
 		t->update();
 }
 
-bool nmiclock_target_get(const struct nmiclock_target *t)
-{
-	return try_module_get(t->owner);
-}
-
-void nmiclock_target_put(const struct nmiclock_target *t)
-{
-	module_put(t->owner);
-}

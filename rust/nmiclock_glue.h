@@ -308,8 +308,5 @@ void nmiclock_targets_unlock(void);
 /* @t's read (any context, NMI included) and update (task or hard-IRQ). */
 u64 nmiclock_target_read(const struct nmiclock_target *t);
 void nmiclock_target_update(const struct nmiclock_target *t);
-/* A reference on @t's owner (false: it is going away), and its release. */
-bool nmiclock_target_get(const struct nmiclock_target *t);
-void nmiclock_target_put(const struct nmiclock_target *t);
 
 #endif /* NMICLOCK_GLUE_H */

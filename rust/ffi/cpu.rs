@@ -124,8 +124,10 @@ impl Drop for RcuReadLock {
 }
 
 /// Runs `f` inside an RCU read side, from any context: a hard-IRQ or NMI
-/// handler (`in_hardirq()` holds in both) is one already, for as long as it
-/// runs, so `f` runs as it is; elsewhere `f` runs under an [`RcuReadLock`].
+/// handler (`in_hardirq()` holds in both: `nmi_enter()` adds a hard-IRQ
+/// count too) is one already, for as long as it runs
+/// (`Documentation/RCU/NMI-RCU.rst`), so `f` runs as it is; elsewhere `f`
+/// runs under an [`RcuReadLock`].
 /// Either way a [`synchronize_rcu`] that begins during `f` returns only
 /// after `f` has. `f` must not sleep.
 #[inline]

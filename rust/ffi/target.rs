@@ -397,8 +397,7 @@ static PINNED: AtomicPtr<bindings::nmiclock_target> = AtomicPtr::new(ptr::null_m
 /// `ptr` is [`PINNED`]'s value, set by [`TargetPin::new`] with the mutex
 /// held while the target was registered, so its unregistration (which
 /// waits for [`PINNED`] to change) does not return while the pin lives;
-/// this holds the reference on its owner that `nmiclock_target_get()`
-/// took. [`READ`] holds `ptr` or null.
+/// this holds the reference on its owner that [`TargetPin::new`] took. [`READ`] holds `ptr` or null.
 pub(crate) struct TargetPin {
     ptr: NonNull<bindings::nmiclock_target>,
 }
@@ -418,8 +417,10 @@ impl TargetPin {
         PINNED
             .compare_exchange(ptr::null_mut(), p, Ordering::AcqRel, Ordering::Relaxed)
             .map_err(|_| EBUSY)?;
-        // SAFETY: `t` is valid (`TargetRef`, for the mutex held).
-        if !unsafe { bindings::nmiclock_target_get(p) } {
+        // SAFETY: `t` is valid (`TargetRef`, for the mutex held), and its
+        // `owner` (null for built-in code) a live module while it is
+        // registered; `try_module_get()` refuses one going away.
+        if !unsafe { kernel::bindings::try_module_get(owner(p)) } {
             PINNED.store(ptr::null_mut(), Ordering::Release);
             return Err(EBUSY);
         }
@@ -433,6 +434,17 @@ impl TargetPin {
     }
 }
 
+/// The module that provides target `p`, as the `kernel` crate's bindings
+/// type it (the same `struct module`).
+///
+/// # Safety
+///
+/// `p` must point to a registered target.
+unsafe fn owner(p: *const bindings::nmiclock_target) -> *mut kernel::bindings::module {
+    // SAFETY: The caller's contract: `p` is valid for reads.
+    unsafe { (*p).owner }.cast()
+}
+
 impl Drop for TargetPin {
     fn drop(&mut self) {
         // The readers first: once the grace period has passed, none still
@@ -441,22 +453,8 @@ impl Drop for TargetPin {
         cpu::synchronize_rcu();
         // SAFETY: Still valid: its unregistration waits for `PINNED` to
         // change (type invariant); `new()` took the reference dropped here.
-        unsafe { bindings::nmiclock_target_put(self.ptr.as_ptr()) };
+        unsafe { kernel::bindings::module_put(owner(self.ptr.as_ptr())) };
         PINNED.store(ptr::null_mut(), Ordering::Release);
-    }
-}
-
-/// Runs `f` in an RCU read side: NMI and hard-IRQ handlers are one by
-/// their context (`Documentation/RCU/NMI-RCU.rst`; `synchronize_rcu()`
-/// waits for code with interrupts off), elsewhere `rcu_read_lock()` makes
-/// one. `f` must not sleep.
-#[inline]
-fn read_side<R>(f: impl FnOnce() -> R) -> R {
-    if cpu::in_nmi() || cpu::in_hardirq() {
-        f()
-    } else {
-        let _rcu = cpu::RcuReadLock::new();
-        f()
     }
 }
 
@@ -465,7 +463,7 @@ fn read_side<R>(f: impl FnOnce() -> R) -> R {
 /// target is valid until it returns, and cannot outlive it.
 #[inline]
 pub(crate) fn with_pinned<R>(f: impl for<'r> FnOnce(Option<TargetRef<'r>>) -> R) -> R {
-    read_side(|| {
+    cpu::read_side(|| {
         // INVARIANT: Published by a pin, whose drop unpublishes it and
         // waits for this read side before releasing the target.
         let t = NonNull::new(READ.load(Ordering::Acquire)).map(|ptr| TargetRef {
