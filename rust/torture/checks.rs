@@ -485,39 +485,100 @@ fn cover(c: &Cpu, hit: &Hit, r: &Reading) {
     }
 }
 
+/// What one sample read, and around it.
+struct Timed<B, R, A> {
+    /// The writers' windows before and after.
+    hit: Hit,
+    /// What `before` read, after the first look at the windows.
+    before: B,
+    /// The reference, on both sides of the read.
+    ref_lo: u64,
+    ref_hi: u64,
+    /// The read.
+    value: R,
+    /// What `after` read, before the last look at the windows.
+    after: A,
+    /// When, ns since the run started.
+    at: u64,
+}
+
+/// One sample on this CPU (state `c`): counts it, reads `read()` between
+/// two reads of the reference and two looks at the writers' windows (with
+/// `before()` and `after()` just inside the looks), and adds the read's
+/// cost to the histogram. The reference is read on both sides, so that
+/// whatever comes between (in a VM: the host descheduling the vCPU)
+/// widens the window instead of looking like an error.
+#[inline(always)]
+fn timed<B, R, A>(
+    c: &Cpu,
+    ctx: Context,
+    before: impl FnOnce() -> B,
+    read: impl FnOnce() -> R,
+    after: impl FnOnce() -> A,
+) -> Timed<B, R, A> {
+    inc(&c.samples);
+    if ctx == Context::Nmi {
+        inc(&c.nmi_samples);
+    }
+    let v0 = View::now();
+    let before = before();
+    let ref_lo = ffi::time::raw_fast_ns();
+    let t0 = Ordered.read();
+    let value = read();
+    let t1 = Ordered.read();
+    let ref_hi = ffi::time::raw_fast_ns();
+    let after = after();
+    let v1 = View::now();
+    if let Some(h) = c.hist.get(bucket(cycles_ns(t1.wrapping_sub(t0)))) {
+        inc(h);
+    }
+    Timed {
+        hit: Hit::between(v0, v1),
+        before,
+        ref_lo,
+        ref_hi,
+        value,
+        after,
+        at: since_start(ref_hi),
+    }
+}
+
+/// Makes the sample at `ns` (between `ref_lo` and `ref_hi`) the base of
+/// the next checks on its CPU.
+fn rebase(c: &Cpu, ns: u64, ref_lo: u64, ref_hi: u64) {
+    c.base_ns.store(ns, Ordering::Relaxed);
+    c.base_ref_lo.store(ref_lo, Ordering::Relaxed);
+    c.base_ref_hi.store(ref_hi, Ordering::Relaxed);
+    c.has_base.store(true, Ordering::Relaxed);
+}
+
 /// One sample on this CPU, whose state is `c`, from context `ctx`.
 pub(crate) fn sample(c: &Cpu, ctx: Context) {
     if target::run_index() != crate::registry::NMICLOCK {
         sample_target(c, ctx);
         return;
     }
-    inc(&c.samples);
-    if ctx == Context::Nmi {
-        inc(&c.nmi_samples);
-    }
     // The highest time seen anywhere, before our own read: a read that
     // follows it must not be older (if no overrun came in between).
     let high_gen = HIGH_WATER_GEN.load(Ordering::SeqCst);
     let high = HIGH_WATER.load(Ordering::SeqCst);
-    // The reference is read on both sides of the clock, so that whatever
-    // comes between (in a VM: the host descheduling the vCPU) widens the
-    // window instead of looking like a torn read.
-    let v0 = View::now();
-    let finished = kclock::publishes_finished();
-    let overruns = kclock::overruns();
-    let ref_lo = ffi::time::raw_fast_ns();
-    let t0 = Ordered.read();
-    let r = kclock::read();
-    let t1 = Ordered.read();
-    let ref_hi = ffi::time::raw_fast_ns();
-    let started = kclock::publishes_started();
-    let v1 = View::now();
-    cover(c, &Hit::between(v0, v1), &r);
-    if let Some(h) = c.hist.get(bucket(cycles_ns(t1.wrapping_sub(t0)))) {
-        inc(h);
-    }
+    let Timed {
+        hit,
+        before: (finished, overruns),
+        ref_lo,
+        ref_hi,
+        value: r,
+        after: started,
+        at,
+    } = timed(
+        c,
+        ctx,
+        || (kclock::publishes_finished(), kclock::overruns()),
+        kclock::read,
+        kclock::publishes_started,
+    );
+    cover(c, &hit, &r);
     let ns = r.ns;
-    let at = since_start(ref_hi);
     // A wrap lost (an epoch update more than a wrap late) moves time back
     // whole wraps whatever the protection: a read of an epoch already a
     // wrap old has lost them itself, and is not checked; no check spans
@@ -590,13 +651,10 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
     if good || !c.has_base.load(Ordering::Relaxed) {
         // A torn read is no base: the next read is checked against the
         // last good one, so consecutive torn reads each count.
-        c.base_ns.store(ns, Ordering::Relaxed);
         c.base_cyc.store(r.now_cyc, Ordering::Relaxed);
         c.base_finished.store(finished, Ordering::Relaxed);
         c.base_overruns.store(overruns, Ordering::Relaxed);
-        c.base_ref_lo.store(ref_lo, Ordering::Relaxed);
-        c.base_ref_hi.store(ref_hi, Ordering::Relaxed);
-        c.has_base.store(true, Ordering::Relaxed);
+        rebase(c, ns, ref_lo, ref_hi);
     }
     acct_update(ctx, 0);
 }
@@ -674,21 +732,17 @@ fn step_back(c: &Cpu, ctx: Context, cross: bool, ns: u64, against: u64, at: u64)
 /// by the target's promise; and the coverage of a registered target's
 /// updates.
 fn sample_target(c: &Cpu, ctx: Context) {
-    inc(&c.samples);
-    if ctx == Context::Nmi {
-        inc(&c.nmi_samples);
-    }
     let high = HIGH_WATER.load(Ordering::Acquire);
-    let v0 = View::now();
-    let ref_lo = ffi::time::raw_fast_ns();
-    let t0 = Ordered.read();
-    let ns = target::read();
-    let t1 = Ordered.read();
-    let ref_hi = ffi::time::raw_fast_ns();
-    let v1 = View::now();
+    let Timed {
+        hit,
+        ref_lo,
+        ref_hi,
+        value: ns,
+        at,
+        ..
+    } = timed(c, ctx, || (), target::read, || ());
     // Only a registered target's updates are its windows (nmiclock's own
     // clock keeps updating beside it).
-    let hit = Hit::between(v0, v1);
     if hit.window == Some(Window::Target) {
         inc(if hit.local.is_some() {
             &c.hits_local
@@ -696,10 +750,6 @@ fn sample_target(c: &Cpu, ctx: Context) {
             &c.hits_remote
         });
     }
-    if let Some(h) = c.hist.get(bucket(cycles_ns(t1.wrapping_sub(t0)))) {
-        inc(h);
-    }
-    let at = since_start(ref_hi);
     let mut good = true;
     if c.has_base.load(Ordering::Relaxed) {
         let prev = c.prev_ns.load(Ordering::Relaxed);
@@ -727,10 +777,7 @@ fn sample_target(c: &Cpu, ctx: Context) {
     HIGH_WATER.fetch_max(ns, Ordering::Release);
     c.prev_ns.store(ns, Ordering::Relaxed);
     if good || !c.has_base.load(Ordering::Relaxed) {
-        c.base_ns.store(ns, Ordering::Relaxed);
-        c.base_ref_lo.store(ref_lo, Ordering::Relaxed);
-        c.base_ref_hi.store(ref_hi, Ordering::Relaxed);
-        c.has_base.store(true, Ordering::Relaxed);
+        rebase(c, ns, ref_lo, ref_hi);
     }
     acct_update(ctx, 0);
 }
