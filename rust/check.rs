@@ -14,6 +14,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use kernel::prelude::*;
 
 use crate::activity::{Activity, Guard};
+use crate::counters::{counters, write_cpu_line, write_totals, Shown};
 use crate::coverage::{Hit, View};
 use crate::ffi;
 use crate::ffi::kthread::Kthread;
@@ -64,30 +65,22 @@ fn parse(input: &[u8]) -> Option<Args> {
     (ms != 0).then_some(Args { ms, windows })
 }
 
-/// One CPU's results, in its own cache line.
-#[repr(align(64))]
-#[derive(Default)]
-struct CpuResult {
-    reads: AtomicU64,
-    backwards: AtomicU64,
-    max_backstep_ns: AtomicU64,
-    max_dev_ns: AtomicU64,
-    max_window_ns: AtomicU64,
-    window_hits: AtomicU64,
-    windows_seen: AtomicU64,
-}
-
-impl CpuResult {
-    fn all(&self) -> [&AtomicU64; 7] {
-        [
-            &self.reads,
-            &self.backwards,
-            &self.max_backstep_ns,
-            &self.max_dev_ns,
-            &self.max_window_ns,
-            &self.window_hits,
-            &self.windows_seen,
-        ]
+counters! {
+    /// One CPU's results, in its own cache line.
+    #[repr(align(64))]
+    struct CpuResult, totals Totals, shown Shown {
+        /// Reads made.
+        reads: "reads", sum, Everywhere;
+        /// Reads older than the one before, and the largest step back.
+        backwards: "backwards", sum, Everywhere;
+        max_backstep_ns: "max_backstep_ns", max, Everywhere;
+        /// The largest distance from `local_clock()`'s window, and the
+        /// widest window.
+        max_dev_ns: "max_dev_ns", max, Everywhere;
+        max_window_ns: "max_window_ns", max, Everywhere;
+        /// Reads that met a writer's window, and windows seen inside.
+        window_hits: "window_hits", sum, Everywhere;
+        windows_seen: "windows_seen", sum, Everywhere;
     }
 }
 
@@ -265,7 +258,7 @@ fn check_cpu(k: &Kthread, cpu: u32) {
         }
     }
     for (a, v) in slot
-        .all()
+        .counts()
         .into_iter()
         .zip([reads, backwards, backstep, dev, window, hits, seen])
     {
@@ -292,9 +285,7 @@ pub(crate) fn write(input: &[u8]) -> Result {
     let _guard = Guard::try_begin(Activity::Check, "check")?;
     let slots = RESULTS.pin();
     for (_, s) in slots.iter().flat_map(|s| s.iter()) {
-        for c in s.all() {
-            c.store(0, Ordering::Relaxed);
-        }
+        s.reset_counts();
     }
     DURATION_MS.store(u64::from(args.ms), Ordering::Relaxed);
     WANT_WINDOWS.store(u64::from(args.windows), Ordering::Relaxed);
@@ -334,38 +325,18 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
         Stop::name_of(STOPPED.load(Ordering::Relaxed))
     )?;
     writeln!(w, "cpus: {}", CPUS.load(Ordering::Relaxed))?;
-    writeln!(w, "reads: {}", RESULTS.sum(|s| &s.reads))?;
-    writeln!(w, "window_hits: {}", RESULTS.sum(|s| &s.window_hits))?;
-    writeln!(w, "windows_seen: {}", RESULTS.sum(|s| &s.windows_seen))?;
     if first == 0 {
         writeln!(w, "first_catch_windows: -1")?;
     } else {
         writeln!(w, "first_catch_windows: {}", first - 1)?;
     }
-    writeln!(w, "backwards: {}", RESULTS.sum(|s| &s.backwards))?;
-    writeln!(
-        w,
-        "max_backstep_ns: {}",
-        RESULTS.max(|s| &s.max_backstep_ns)
-    )?;
-    writeln!(w, "max_dev_ns: {}", RESULTS.max(|s| &s.max_dev_ns))?;
-    writeln!(w, "max_window_ns: {}", RESULTS.max(|s| &s.max_window_ns))?;
     let slots = RESULTS.pin();
+    let cpus = || slots.iter().flat_map(|s| s.iter()).map(|(_, s)| s);
+    write_totals(w, &Totals::of(cpus).entries())?;
     for (cpu, s) in slots.iter().flat_map(|s| s.iter()) {
-        let reads = s.reads.load(Ordering::Relaxed);
-        if reads == 0 {
-            continue;
+        if s.reads.load(Ordering::Relaxed) != 0 {
+            write_cpu_line(w, cpu, &s.entries())?;
         }
-        writeln!(
-            w,
-            "cpu{cpu}: reads={reads} backwards={} max_backstep_ns={} max_dev_ns={} max_window_ns={} window_hits={} windows_seen={}",
-            s.backwards.load(Ordering::Relaxed),
-            s.max_backstep_ns.load(Ordering::Relaxed),
-            s.max_dev_ns.load(Ordering::Relaxed),
-            s.max_window_ns.load(Ordering::Relaxed),
-            s.window_hits.load(Ordering::Relaxed),
-            s.windows_seen.load(Ordering::Relaxed)
-        )?;
     }
     Ok(())
 }

@@ -38,6 +38,7 @@ use crate::acct::{
 };
 use crate::activity::{Activity, Guard, LastRun};
 use crate::choices::{same, Acct, Choice};
+use crate::counters::{counters, write_cpu_line, write_totals, Shown};
 use crate::ffi;
 use crate::ffi::cpu::Context;
 use crate::ffi::hrtimer::HrTimer;
@@ -104,35 +105,30 @@ pub(crate) const IRQ_PERIOD_NS: u64 = 100_000;
 /// Longest run, in ms.
 pub(crate) const MAX_RUN_MS: u32 = 60_000;
 
-/// One CPU's record and counters, in their own cache lines.
-#[repr(align(64))]
-#[derive(Default)]
-struct AcctSlot {
-    rec: AcctRecord,
-    task_calls: AtomicU64,
-    irq_calls: AtomicU64,
-    nmi_calls: AtomicU64,
-    updates: AtomicU64,
-    races: AtomicU64,
-    skips: AtomicU64,
-    bad_deltas: AtomicU64,
-    backwards: AtomicU64,
-    mismatches: AtomicU64,
-}
-
-impl AcctSlot {
-    fn counters(&self) -> [&AtomicU64; 9] {
-        [
-            &self.task_calls,
-            &self.irq_calls,
-            &self.nmi_calls,
-            &self.updates,
-            &self.races,
-            &self.skips,
-            &self.bad_deltas,
-            &self.backwards,
-            &self.mismatches,
-        ]
+counters! {
+    /// One CPU's counters and record, in their own cache lines.
+    #[repr(align(64))]
+    struct AcctSlot, totals pub(crate) Totals, shown Shown {
+        /// Updates from task, hard-IRQ and NMI context.
+        task_calls: "task_calls", sum, Everywhere;
+        irq_calls: "irq_calls", sum, Everywhere;
+        nmi_calls: "nmi_calls", sum, Totals;
+        /// Updates that applied an interval.
+        updates: "updates", sum, Everywhere;
+        /// Updates too soon after the last to apply one.
+        skips: "skips", sum, Totals;
+        /// Updates that lost to another context and skipped.
+        races: "races", sum, Everywhere;
+        /// Applied deltas that were negative or covered time already
+        /// applied.
+        bad_deltas: "bad_deltas", sum, Everywhere;
+        /// Updates that moved `acct_timexpd` back.
+        backwards: "timexpd_backwards", sum, Everywhere;
+        /// Records whose integrals did not add up.
+        mismatches: "integral_mismatches", sum, Everywhere;
+    }
+    state {
+        rec: AcctRecord = AcctRecord::default();
     }
 }
 
@@ -207,9 +203,7 @@ pub(crate) fn reset() {
     let slots = SLOTS.pin();
     for (_, s) in slots.iter().flat_map(|s| s.iter()) {
         s.rec.reset(start);
-        for c in s.counters() {
-            c.store(0, Ordering::Relaxed);
-        }
+        s.reset_counts();
     }
 }
 
@@ -224,29 +218,11 @@ pub(crate) fn check_integrals() {
     }
 }
 
-/// Totals over every CPU.
-pub(crate) struct Totals {
-    /// Updates that applied an interval.
-    pub(crate) updates: u64,
-    /// Updates that lost to another context and skipped.
-    pub(crate) races: u64,
-    /// Applied deltas that were negative or covered time already applied.
-    pub(crate) bad_deltas: u64,
-    /// Updates that moved `acct_timexpd` back.
-    pub(crate) backwards: u64,
-    /// Records whose integrals did not add up.
-    pub(crate) mismatches: u64,
-}
-
-/// The totals now.
+/// The totals over every CPU now. Any context.
 pub(crate) fn totals() -> Totals {
-    Totals {
-        updates: SLOTS.sum(|s| &s.updates),
-        races: SLOTS.sum(|s| &s.races),
-        bad_deltas: SLOTS.sum(|s| &s.bad_deltas),
-        backwards: SLOTS.sum(|s| &s.backwards),
-        mismatches: SLOTS.sum(|s| &s.mismatches),
-    }
+    SLOTS
+        .with(|s| Totals::of(|| s.iter().map(|(_, c)| c)))
+        .unwrap_or_else(|| Totals::of(core::iter::empty))
 }
 
 /// Per-CPU `(updates, bad_deltas, timexpd_backwards)`, for `percpu`.
@@ -367,31 +343,13 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
     writeln!(w, "cpus: {}", RUN_CPUS.load(Ordering::Relaxed))?;
     writeln!(w, "irq_period_ns: {IRQ_PERIOD_NS}")?;
     writeln!(w, "min_delta_ns: {}", MIN_DELTA_NS.load(Ordering::Relaxed))?;
-    writeln!(w, "task_calls: {}", SLOTS.sum(|s| &s.task_calls))?;
-    writeln!(w, "irq_calls: {}", SLOTS.sum(|s| &s.irq_calls))?;
-    writeln!(w, "nmi_calls: {}", SLOTS.sum(|s| &s.nmi_calls))?;
-    writeln!(w, "updates: {}", SLOTS.sum(|s| &s.updates))?;
-    writeln!(w, "skips: {}", SLOTS.sum(|s| &s.skips))?;
-    writeln!(w, "races: {}", SLOTS.sum(|s| &s.races))?;
-    writeln!(w, "bad_deltas: {}", SLOTS.sum(|s| &s.bad_deltas))?;
-    writeln!(w, "timexpd_backwards: {}", SLOTS.sum(|s| &s.backwards))?;
-    writeln!(w, "integral_mismatches: {}", SLOTS.sum(|s| &s.mismatches))?;
     let slots = SLOTS.pin();
+    let cpus = || slots.iter().flat_map(|s| s.iter()).map(|(_, c)| c);
+    write_totals(w, &Totals::of(cpus).entries())?;
     for (cpu, s) in slots.iter().flat_map(|s| s.iter()) {
-        let calls = s.task_calls.load(Ordering::Relaxed);
-        if calls == 0 {
-            continue;
+        if s.task_calls.load(Ordering::Relaxed) != 0 {
+            write_cpu_line(w, cpu, &s.entries())?;
         }
-        writeln!(
-            w,
-            "cpu{cpu}: task_calls={calls} irq_calls={} updates={} races={} bad_deltas={} timexpd_backwards={} integral_mismatches={}",
-            s.irq_calls.load(Ordering::Relaxed),
-            s.updates.load(Ordering::Relaxed),
-            s.races.load(Ordering::Relaxed),
-            s.bad_deltas.load(Ordering::Relaxed),
-            s.backwards.load(Ordering::Relaxed),
-            s.mismatches.load(Ordering::Relaxed)
-        )?;
     }
     Ok(())
 }

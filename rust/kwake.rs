@@ -59,6 +59,7 @@ use kernel::prelude::*;
 use crate::activity::{Activity, Guard, LastRun};
 use crate::bench::LatHist;
 use crate::choices::{Choice, Wake};
+use crate::counters::{counters, write_cpu_line, write_totals, Shown};
 use crate::ffi;
 use crate::ffi::hrtimer::HrTimer;
 use crate::ffi::kthread::{Kthread, TaskSlot};
@@ -217,34 +218,27 @@ fn design_of(stored: u64) -> Wake {
 
 // ---- the `wake` activity ------------------------------------------------------------
 
-/// One CPU's waiter: its waitpoint, the timer's timestamp, and its results
-/// of the last run.
-#[repr(align(64))]
-#[derive(Default)]
-struct Cpu {
-    point: Waitpoint,
-    /// `ktime_get_ns()` when the timer posted.
-    posted_at: AtomicU64,
-    wakeups: AtomicU64,
-    late_wakeups: AtomicU64,
-    lost_wakeups: AtomicU64,
-    slow_wakeups: AtomicU64,
-    max_ns: AtomicU64,
-    poll_wakeups: AtomicU64,
-    polled_ns: AtomicU64,
-}
-
-impl Cpu {
-    fn results(&self) -> [&AtomicU64; 7] {
-        [
-            &self.wakeups,
-            &self.late_wakeups,
-            &self.lost_wakeups,
-            &self.slow_wakeups,
-            &self.max_ns,
-            &self.poll_wakeups,
-            &self.polled_ns,
-        ]
+counters! {
+    /// One CPU's waiter: its results of the last run, its waitpoint and
+    /// the timer's timestamp.
+    #[repr(align(64))]
+    struct Cpu, totals Totals, shown Shown {
+        /// Wake-ups measured; a tick late or more; lost (posted before
+        /// the waiter slept, woken by the timeout); late for other reasons.
+        wakeups: "wakeups", sum, Everywhere;
+        late_wakeups: "late_wakeups", sum, Everywhere;
+        lost_wakeups: "lost_wakeups", sum, Everywhere;
+        slow_wakeups: "slow_wakeups", sum, Everywhere;
+        /// The worst latency, ns.
+        max_ns: "max_wake_latency_ns", max, Everywhere;
+        /// Wake-ups the poll caught, and the time spent polling, ns.
+        poll_wakeups: "poll_wakeups", sum, Everywhere;
+        polled_ns: "polled_ns", sum, Everywhere;
+    }
+    state {
+        point: Waitpoint = Waitpoint::default();
+        /// `ktime_get_ns()` when the timer posted.
+        posted_at: AtomicU64 = AtomicU64::new(0);
     }
 }
 
@@ -350,7 +344,7 @@ fn waiter(k: &Kthread, cpu: u32) {
     }
     drop(timer);
     c.point.task.clear();
-    for (a, v) in c.results().into_iter().zip(r) {
+    for (a, v) in c.counts().into_iter().zip(r) {
         a.store(v, Ordering::Relaxed);
     }
 }
@@ -368,9 +362,7 @@ pub(crate) fn write(input: &[u8]) -> Result {
     let _guard = Guard::try_begin(Activity::Wake, "wake")?;
     let slots = CPUS.pin();
     for (_, c) in slots.iter().flat_map(|s| s.iter()) {
-        for a in c.results() {
-            a.store(0, Ordering::Relaxed);
-        }
+        c.reset_counts();
     }
     HIST.clear();
     DESIGN.store(settings::choice::<Wake>().index() as u32, Ordering::Relaxed);
@@ -411,7 +403,6 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
     let running = crate::activity::current() == Some(Activity::Wake);
     let runs = RUNS.load(Ordering::Relaxed);
     let design = design_of(DESIGN.load(Ordering::Relaxed).into());
-    let lost = CPUS.sum(|c| &c.lost_wakeups);
     writeln!(w, "state: {}", if running { "running" } else { "idle" })?;
     writeln!(w, "runs: {runs}")?;
     if runs == 0 {
@@ -425,32 +416,17 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
     writeln!(w, "cpus: {}", NCPUS.load(Ordering::Relaxed))?;
     writeln!(w, "tick_ns: {}", TICK_NS.load(Ordering::Relaxed))?;
     writeln!(w, "spread_ns: {SPREAD_NS}")?;
-    writeln!(w, "wakeups: {}", CPUS.sum(|c| &c.wakeups))?;
-    writeln!(w, "late_wakeups: {}", CPUS.sum(|c| &c.late_wakeups))?;
-    writeln!(w, "lost_wakeups: {lost}")?;
-    writeln!(w, "slow_wakeups: {}", CPUS.sum(|c| &c.slow_wakeups))?;
+    let slots = CPUS.pin();
+    let cpus = || slots.iter().flat_map(|s| s.iter()).map(|(_, c)| c);
+    let totals = Totals::of(cpus);
+    write_totals(w, &totals.entries())?;
     writeln!(w, "p50_wake_latency_ns: {}", HIST.quantile(500))?;
     writeln!(w, "p99_wake_latency_ns: {}", HIST.quantile(990))?;
-    writeln!(w, "max_wake_latency_ns: {}", CPUS.max(|c| &c.max_ns))?;
-    writeln!(w, "poll_wakeups: {}", CPUS.sum(|c| &c.poll_wakeups))?;
-    writeln!(w, "polled_ns: {}", CPUS.sum(|c| &c.polled_ns))?;
-    writeln!(w, "verdict: {}", verdict(design, lost))?;
-    let slots = CPUS.pin();
+    writeln!(w, "verdict: {}", verdict(design, totals.lost_wakeups))?;
     for (cpu, c) in slots.iter().flat_map(|s| s.iter()) {
-        let n = c.wakeups.load(Ordering::Relaxed);
-        if n == 0 {
-            continue;
+        if c.wakeups.load(Ordering::Relaxed) != 0 {
+            write_cpu_line(w, cpu, &c.entries())?;
         }
-        writeln!(
-            w,
-            "cpu{cpu}: wakeups={n} late_wakeups={} lost_wakeups={} slow_wakeups={} max_wake_latency_ns={} poll_wakeups={} polled_ns={}",
-            c.late_wakeups.load(Ordering::Relaxed),
-            c.lost_wakeups.load(Ordering::Relaxed),
-            c.slow_wakeups.load(Ordering::Relaxed),
-            c.max_ns.load(Ordering::Relaxed),
-            c.poll_wakeups.load(Ordering::Relaxed),
-            c.polled_ns.load(Ordering::Relaxed)
-        )?;
     }
     Ok(())
 }

@@ -102,6 +102,7 @@ mod activity;
 mod arch;
 mod check;
 mod choices;
+mod counters;
 mod coverage;
 mod ffi;
 mod fmtbuf;

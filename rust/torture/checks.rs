@@ -60,6 +60,7 @@ use crate::arch::Ordered;
 use crate::bench::LatHist;
 use crate::clock::{elapsed_bound, Reading, Window};
 use crate::counter::Counter;
+use crate::counters::counters;
 use crate::coverage::{Hit, View};
 use crate::cyc_ns::{cyc_to_ns, mul_u64_u32_shr};
 use crate::ffi;
@@ -110,74 +111,9 @@ impl For {
     }
 }
 
-/// Declares the stress run's per-CPU counters, each once: its field of
-/// [`Cpu`], its `stats` key, how the CPUs' values combine (`sum` or
-/// `max`) and which End of test lines show it. It generates the fields,
-/// their reset, [`Sums`] (every CPU's, combined) and [`Sums::entries`]
-/// (the `stats` and End of test entries). The per-CPU state that is not
-/// a count (each CPU's base of the next checks) follows, with its initial
-/// values.
-macro_rules! counters {
-    (
-        counts {
-            $($(#[$doc:meta])* $field:ident: $key:literal, $how:ident, $for_:ident;)*
-        }
-        state {
-            $($(#[$sdoc:meta])* $svis:vis $sfield:ident: $sty:ty = $sinit:expr;)*
-        }
-    ) => {
-        /// One CPU's counters and previous sample.
-        pub(crate) struct Cpu {
-            $($(#[$doc])* pub(crate) $field: AtomicU64,)*
-            $($(#[$sdoc])* $svis $sfield: $sty,)*
-        }
-
-        impl Default for Cpu {
-            fn default() -> Self {
-                Self {
-                    $($field: AtomicU64::new(0),)*
-                    $($sfield: $sinit,)*
-                }
-            }
-        }
-
-        impl Cpu {
-            /// Every count of this CPU's.
-            fn counts(&self) -> [&AtomicU64; [$(stringify!($field)),*].len()] {
-                [$(&self.$field),*]
-            }
-        }
-
-        /// The run's counts, combined over CPUs.
-        pub(crate) struct Sums {
-            $($(#[$doc])* pub(crate) $field: u64,)*
-        }
-
-        impl Sums {
-            /// The counts of `cpus`, each summed or the largest taken.
-            pub(crate) fn of<'a, I: Iterator<Item = &'a Cpu>>(cpus: impl Fn() -> I) -> Self {
-                Self {
-                    $($field: counters!(@combine $how, cpus().map(|c| c.$field.load(Ordering::Relaxed))),)*
-                }
-            }
-
-            /// Each count with its `stats` key and the End of test lines
-            /// that show it, in table order.
-            pub(crate) fn entries(&self) -> [(&'static str, u64, For); [$($key),*].len()] {
-                [$(($key, self.$field, For::$for_)),*]
-            }
-        }
-    };
-    (@combine sum, $values:expr) => {
-        $values.fold(0u64, |a, v| a.wrapping_add(v))
-    };
-    (@combine max, $values:expr) => {
-        $values.max().unwrap_or(0)
-    };
-}
-
 counters! {
-    counts {
+    /// One CPU's counters and previous sample.
+    pub(crate) struct Cpu, totals pub(crate) Sums, shown For {
         /// Samples taken, any context.
         samples: "samples", sum, All;
         /// Samples in NMI context.
@@ -237,9 +173,7 @@ counters! {
 impl Cpu {
     /// Zeroes everything (not while this CPU samples).
     pub(crate) fn reset(&self) {
-        for a in self.counts() {
-            a.store(0, Ordering::Relaxed);
-        }
+        self.reset_counts();
         for h in self.hist.iter().chain(self.err_hist.iter()) {
             h.store(0, Ordering::Relaxed);
         }
