@@ -89,6 +89,8 @@ pub mod counter;
 pub mod cyc_ns;
 #[path = "nmiclock_core/src/environment.rs"]
 pub mod environment;
+#[path = "nmiclock_core/src/high_water.rs"]
+pub mod high_water;
 #[path = "nmiclock_core/src/lines.rs"]
 pub mod lines;
 #[path = "nmiclock_core/src/owner.rs"]

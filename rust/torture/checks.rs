@@ -65,6 +65,7 @@ use crate::coverage::{Hit, View};
 use crate::cyc_ns::{cyc_to_ns, mul_u64_u32_shr};
 use crate::ffi;
 use crate::ffi::cpu::Context;
+use crate::high_water::HighWater;
 use crate::kacct;
 use crate::kclock;
 use crate::target;
@@ -187,15 +188,20 @@ impl Cpu {
     }
 }
 
-/// The highest time any CPU's sample has read since the overrun count
-/// was [`HIGH_WATER_GEN`] (0: none yet).
-static HIGH_WATER: AtomicU64 = AtomicU64::new(0);
-/// The overrun count ([`kclock::overruns`]) under which [`HIGH_WATER`] was
-/// gathered: an overrun loses whole wraps, so no read after it compares
-/// with a value from before. Sequentially consistent with the count's
-/// announcement, so that a value from before never outlives the reset (see
-/// [`raise_high_water`]).
-static HIGH_WATER_GEN: AtomicU64 = AtomicU64::new(0);
+/// The highest time any CPU's sample of nmiclock's clock has read, per
+/// overrun count ([`kclock::overruns`]): an overrun loses whole wraps, so
+/// no read after one compares with a value from before. Its values are
+/// times since [`HIGH_WATER_BASE`].
+static HIGH_WATER: HighWater = HighWater::new();
+/// What [`HIGH_WATER`]'s values count from: the clock at the start of the
+/// run, less [`HIGH_WATER_SLACK_NS`], so that a read a little older than
+/// the start still has a value (one older still counts as 0, and so as a
+/// step back from any other CPU's).
+static HIGH_WATER_BASE: AtomicU64 = AtomicU64::new(0);
+/// How far before the run's start [`HIGH_WATER_BASE`] lies: about 18 min.
+const HIGH_WATER_SLACK_NS: u64 = 1 << 40;
+/// The highest time any CPU's sample of another target has read.
+static TARGET_HIGH: AtomicU64 = AtomicU64::new(0);
 /// `ktime_get_raw_fast_ns()` when the run started.
 static START_REF: AtomicU64 = AtomicU64::new(0);
 /// The clock's conversion when the run started, to time reads.
@@ -218,8 +224,7 @@ pub(crate) static NMI_HANDLER_NS: LatHist = LatHist::new();
 
 /// Prepares the checks for a new run (not while one samples).
 pub(crate) fn start_run() {
-    HIGH_WATER.store(0, Ordering::SeqCst);
-    HIGH_WATER_GEN.store(kclock::overruns(), Ordering::SeqCst);
+    TARGET_HIGH.store(0, Ordering::SeqCst);
     NMI_HANDLER_NS.clear();
     kclock::reset_conversions();
     let (mult, shift) = kclock::conversion_in_use();
@@ -232,6 +237,13 @@ pub(crate) fn start_run() {
     let r = kclock::read();
     START_NS.store(r.ns, Ordering::Relaxed);
     START_CYC.store(r.now_cyc, Ordering::Relaxed);
+    HIGH_WATER_BASE.store(r.ns.saturating_sub(HIGH_WATER_SLACK_NS), Ordering::Relaxed);
+    HIGH_WATER.reset(kclock::overruns());
+}
+
+/// `ns` as [`HIGH_WATER`] holds it: the time since its base (0 if older).
+fn since_base(ns: u64) -> u64 {
+    ns.saturating_sub(HIGH_WATER_BASE.load(Ordering::Relaxed))
 }
 
 /// When the first anomaly came: samples and window hits up to it (the
@@ -494,8 +506,7 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
     }
     // The highest time seen anywhere, before our own read: a read that
     // follows it must not be older (if no overrun came in between).
-    let high_gen = HIGH_WATER_GEN.load(Ordering::SeqCst);
-    let high = HIGH_WATER.load(Ordering::SeqCst);
+    let high = HIGH_WATER.load();
     let Timed {
         hit,
         before: (finished, overruns),
@@ -569,12 +580,16 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
             anomaly(Kind::Reference, ctx, ns, against, &r, at);
         }
     }
-    if same && high_gen == overruns && ns < high {
-        inc(&c.cross);
-        anomaly(Kind::CrossCpu, ctx, ns, high, &r, at);
+    // Only a mark gathered under this read's overrun count compares.
+    if let (true, Some(h)) = (same, high.under(overruns)) {
+        if since_base(ns) < h {
+            inc(&c.cross);
+            let against = h.wrapping_add(HIGH_WATER_BASE.load(Ordering::Relaxed));
+            anomaly(Kind::CrossCpu, ctx, ns, against, &r, at);
+        }
     }
     if same {
-        raise_high_water(ns, overruns);
+        HIGH_WATER.raise(overruns, since_base(ns), || kclock::overruns() == overruns);
     }
     if r.stalled {
         first(at);
@@ -591,34 +606,6 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
         rebase(c, ns, ref_lo, ref_hi);
     }
     acct_update(ctx, 0);
-}
-
-/// Raises [`HIGH_WATER`] to `ns`, a read made under overrun count
-/// `overruns`. The first read under a newer count resets it; a read from
-/// under an older one changes nothing, and one whose count moved on while
-/// it raised the mark takes its value back, so a value from before an
-/// overrun never stands after it (at worst a comparison is missed). Every
-/// step is sequentially consistent with the count's announcement, which
-/// comes before the update that loses the wraps is published.
-fn raise_high_water(ns: u64, overruns: u64) {
-    let gen = HIGH_WATER_GEN.load(Ordering::SeqCst);
-    if gen != overruns {
-        if kclock::overruns() != overruns {
-            return;
-        }
-        if HIGH_WATER_GEN
-            .compare_exchange(gen, overruns, Ordering::SeqCst, Ordering::SeqCst)
-            .is_ok()
-        {
-            HIGH_WATER.store(0, Ordering::SeqCst);
-        } else if HIGH_WATER_GEN.load(Ordering::SeqCst) != overruns {
-            return;
-        }
-    }
-    HIGH_WATER.fetch_max(ns, Ordering::SeqCst);
-    if kclock::overruns() != overruns {
-        let _ = HIGH_WATER.compare_exchange(ns, 0, Ordering::SeqCst, Ordering::SeqCst);
-    }
 }
 
 /// A step back of a target's read against `against` (the previous read on
@@ -666,7 +653,7 @@ fn step_back(c: &Cpu, ctx: Context, cross: bool, ns: u64, against: u64, at: u64)
 /// by the target's promise; and the coverage of a registered target's
 /// updates.
 fn sample_target(c: &Cpu, ctx: Context) {
-    let high = HIGH_WATER.load(Ordering::Acquire);
+    let high = TARGET_HIGH.load(Ordering::Acquire);
     let Timed {
         hit,
         ref_lo,
@@ -708,7 +695,7 @@ fn sample_target(c: &Cpu, ctx: Context) {
     if ns < high {
         step_back(c, ctx, true, ns, high, at);
     }
-    HIGH_WATER.fetch_max(ns, Ordering::Release);
+    TARGET_HIGH.fetch_max(ns, Ordering::Release);
     c.prev_ns.store(ns, Ordering::Relaxed);
     if good || !c.has_base.load(Ordering::Relaxed) {
         rebase(c, ns, ref_lo, ref_hi);
@@ -720,7 +707,7 @@ fn sample_target(c: &Cpu, ctx: Context) {
 /// `c`), against its own previous read `prev` (the samples on its CPU keep
 /// theirs apart, since they interrupt it) and the highest any CPU had read.
 pub(crate) fn task_read(c: &Cpu, prev: &mut Option<u64>) {
-    let high = HIGH_WATER.load(Ordering::Acquire);
+    let high = TARGET_HIGH.load(Ordering::Acquire);
     let ns = target::read();
     inc(&c.task_reads);
     let at = since_start(ffi::time::raw_fast_ns());
@@ -732,7 +719,7 @@ pub(crate) fn task_read(c: &Cpu, prev: &mut Option<u64>) {
     if ns < high {
         step_back(c, Context::Task, true, ns, high, at);
     }
-    HIGH_WATER.fetch_max(ns, Ordering::Release);
+    TARGET_HIGH.fetch_max(ns, Ordering::Release);
     *prev = Some(ns);
 }
 

@@ -19,12 +19,13 @@
 //! checks included) from NMI or hard-IRQ context.
 //!
 //! Tests live in `tests/`, one file per module (`tests/clock.rs` covers
-//! [`counter`] too), and may use `u128` as the reference. Two of them are
+//! [`counter`] too), and may use `u128` as the reference. Three of them are
 //! loom models, built only with `RUSTFLAGS="--cfg loom"` (which swaps
 //! [`sync`] for loom's atomics): `tests/loom_clock.rs` races a reader against
 //! an epoch update, `tests/loom_acct.rs` a task-side against an
-//! interrupt-side acct update, over every interleaving loom explores,
-//! relaxed-memory effects included. `benches/latch.rs` is the host
+//! interrupt-side acct update, `tests/loom_high_water.rs` a late raiser of
+//! the cross-CPU mark against a wrap overrun, over every interleaving loom
+//! explores, relaxed-memory effects included. `benches/latch.rs` is the host
 //! microbenchmark of the latch read (`cargo bench`).
 
 #![no_std]
@@ -36,6 +37,7 @@ pub mod clock;
 pub mod counter;
 pub mod cyc_ns;
 pub mod environment;
+pub mod high_water;
 pub mod lines;
 pub mod owner;
 pub mod parse;
