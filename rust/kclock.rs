@@ -497,9 +497,14 @@ fn switch_to_selected(at: &dyn Fn() -> u64) -> Result<u64> {
     // A reader may wait for the writer's two pauses and some slack.
     let window = u64::from(settings::number(Key::TearWindowNs));
     clock.set_wait_budget_ns(WAIT_BUDGET_NS + 2 * window);
-    // The epoch timer may be updating this very clock: let it finish.
+    // The publish runs with interrupts off, as `sched_clock_register()`'s
+    // does: a writer preempted, or held up by an interrupt, inside it
+    // makes `seqcount` readers on other CPUs wait, past their budget if
+    // long enough, and read the tear. The epoch timer may be updating this
+    // very clock: let it finish.
+    let publish = || ffi::cpu::with_irqs_disabled(|| clock.start_from(at, ms.mult, ms.shift, mask));
     let mut tries = 0;
-    while !clock.start_from(at, ms.mult, ms.shift, mask) {
+    while !publish() {
         tries += 1;
         if tries == 100 {
             pr_err!("cannot restart the clock: its writer stays busy\n");
@@ -587,7 +592,7 @@ pub(crate) fn start_idle_clocks(_bench: &Guard) {
         if i != running {
             c.set_wait_budget_ns(WAIT_BUDGET_NS);
             // Nothing else writes a clock that is not running.
-            let _ = c.start_from(&now_ns, d.mult, d.shift, d.mask);
+            let _ = ffi::cpu::with_irqs_disabled(|| c.start_from(&now_ns, d.mult, d.shift, d.mask));
         }
     }
 }
