@@ -20,8 +20,9 @@
  *    built-in target names (nmiclock, sched_clock, local_clock,
  *    ktime_get_*_fast_ns).  Otherwise registration fails with -EINVAL
  *    (bad name) or -EEXIST (taken), and one log line says why.
- *  - @read: required.  It must be callable from NMI context: that is what
- *    is under test, and nmiclock calls it from its NMI handler.
+ *  - @read (or @read_status, below): required.  It must be callable from
+ *    NMI context: that is what is under test, and nmiclock calls it from
+ *    its NMI handler.
  *  - @update: optional; called from task and hard-IRQ context, never NMI,
  *    and never concurrently with itself: nmiclock serializes the calls,
  *    as the kernel serializes a clock's epoch updates.
@@ -34,6 +35,26 @@
  *
  * Both functions may sleep: call them from task context (module init and
  * exit are the usual places).
+ *
+ * Since nmiclock 0.7 a target may also say (fields after @owner; left zero,
+ * they mean what a 0.6 target gets):
+ *  - @read_status: instead of @read (which may then be NULL), a read that
+ *    also says whether it stalled: it stores the time in *@ns and returns
+ *    0, or NMICLOCK_READ_STALLED when it gave up waiting for a writer (a
+ *    bounded spin standing in for a wait that, in NMI context over that
+ *    writer, would never end) and *@ns is only what it had then.  A run
+ *    counts each as target_stalls, an anomaly, as it counts its own
+ *    clock's stalls; the value is judged as any other.
+ *  - its promise, what the run judges it by (default: none of either, the
+ *    rate checked): @back_cpu_ns, the step back on one CPU it allows
+ *    itself, and @back_cross_ns, across CPUs (NMICLOCK_ANY: not promised
+ *    at all: counted, never an anomaly); @any_rate: its rate is not
+ *    promised (not checked against CLOCK_MONOTONIC_RAW).  So a clock
+ *    whose fast path is documented to step back by a few ns across an
+ *    update declares that, as the table of the kernel's own clocks does.
+ * nmiclock_register_target() records the size of the structure the caller
+ * was built with, so a module built against the 0.6 header (which calls
+ * the 0.6 function of that name) keeps working.
  */
 #ifndef NMICLOCK_H
 #define NMICLOCK_H
@@ -50,11 +71,27 @@ struct nmiclock_target {
 				   nmiclock's writers (task and hard-IRQ
 				   context, never NMI) during a run */
 	struct module *owner;
+	/* Since 0.7: */
+	int (*read_status)(u64 *ns);	/* optional, instead of @read:
+					   0, or NMICLOCK_READ_STALLED */
+	u64 back_cpu_ns;	/* allowed step back on one CPU, ns */
+	u64 back_cross_ns;	/* allowed step back across CPUs, ns */
+	bool any_rate;		/* the rate is not promised */
 };
+
+/* @read_status gave up waiting: the value is what it had. */
+#define NMICLOCK_READ_STALLED	1
+/* @back_cpu_ns, @back_cross_ns: no promise at all. */
+#define NMICLOCK_ANY		(~0ULL)
 
 u64 nmiclock_sched_clock(void);
 
+/* Registers @t, @size bytes of it: use nmiclock_register_target(). */
+int __nmiclock_register_target(struct nmiclock_target *t, size_t size);
+/* The 0.6 entry point: @t's fields up to @owner only. */
 int nmiclock_register_target(struct nmiclock_target *t);
 void nmiclock_unregister_target(struct nmiclock_target *t);
+
+#define nmiclock_register_target(t) __nmiclock_register_target((t), sizeof(*(t)))
 
 #endif /* NMICLOCK_H */

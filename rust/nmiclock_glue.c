@@ -68,6 +68,7 @@ const char *nmiclock_param_value(unsigned int i)
 
 EXPORT_SYMBOL_GPL(nmiclock_sched_clock);
 EXPORT_SYMBOL_GPL(nmiclock_register_target);
+EXPORT_SYMBOL_GPL(__nmiclock_register_target);
 EXPORT_SYMBOL_GPL(nmiclock_unregister_target);
 
 /* ---- debugfs ---------------------------------------------------------------- */
@@ -635,9 +636,12 @@ void nmiclock_targets_unlock(void)
 	mutex_unlock(&nmiclock_targets_mutex);
 }
 
-u64 nmiclock_target_read(const struct nmiclock_target *t)
+int nmiclock_target_read(const struct nmiclock_target *t, size_t size, u64 *ns)
 {
-	return t->read();
+	if (size >= offsetofend(struct nmiclock_target, read_status) && t->read_status)
+		return t->read_status(ns);
+	*ns = t->read();
+	return 0;
 }
 
 void nmiclock_target_update(const struct nmiclock_target *t)

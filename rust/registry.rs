@@ -43,6 +43,12 @@ pub(crate) struct Slot {
     pub(crate) name: [AtomicU64; 4],
     /// Being unregistered: no run may pin it.
     pub(crate) going: AtomicBool,
+    /// What its target promises, copied at registration: the step back
+    /// it allows on one CPU and across CPUs (`u64::MAX`: any), and whether
+    /// its rate is promised.
+    pub(crate) back_cpu_ns: AtomicU64,
+    pub(crate) back_cross_ns: AtomicU64,
+    pub(crate) rate: AtomicBool,
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
@@ -50,6 +56,9 @@ const FREE: Slot = Slot {
     target: RegisteredCell::new(),
     name: [const { AtomicU64::new(0) }; 4],
     going: AtomicBool::new(false),
+    back_cpu_ns: AtomicU64::new(0),
+    back_cross_ns: AtomicU64::new(0),
+    rate: AtomicBool::new(true),
 };
 
 pub(crate) static SLOTS: [Slot; MAX_REGISTERED] = [FREE; MAX_REGISTERED];

@@ -29,7 +29,7 @@ use kernel::prelude::*;
 use crate::clock::{Window, Writer};
 use crate::coverage::Marker;
 use crate::ffi;
-use crate::ffi::target::{Locked, Registering, TargetPin, Unregistering};
+use crate::ffi::target::{Declared, Locked, Registering, TargetPin, Unregistering};
 use crate::registry::{
     lookup, store_name, valid_name, SlotName, BUILTIN, MAX_REGISTERED, NAME_MAX, NMICLOCK, SLOTS,
 };
@@ -43,6 +43,7 @@ use crate::settings::{self, Key};
 const FAST_STEP_BACK_NS: u64 = 1_000;
 
 /// What a clock promises, from the kernel's documentation and comments.
+#[derive(Clone, Copy)]
 pub(crate) struct Promise {
     /// Monotonic on each CPU, up to a step back of this many ns (`None`:
     /// not promised).
@@ -109,14 +110,23 @@ pub(crate) static PROMISES: [Promise; 8] = [
     },
 ];
 
-/// What a registered target must do: a `sched_clock` replacement's
-/// promise.
+/// What a registered target must do unless it declares otherwise: a
+/// `sched_clock` replacement's promise.
 pub(crate) static REGISTERED: Promise = Promise {
     per_cpu: Some(0),
     cross_cpu: Some(0),
     raw_rate: true,
     source: "include/nmiclock.h: a clock in ns, read from NMI context",
 };
+
+/// Where a registered target's own declared promise is written.
+const DECLARED_SOURCE: &str = "declared by the target (include/nmiclock.h)";
+
+/// The promise of the run's registered target, copied when the run pinned
+/// it (read from NMI context: atomics, `u64::MAX` for none).
+static RUN_BACK_CPU: AtomicU64 = AtomicU64::new(0);
+static RUN_BACK_CROSS: AtomicU64 = AtomicU64::new(0);
+static RUN_RATE: AtomicBool = AtomicBool::new(true);
 
 /// The target index of the run in progress (or the last run).
 static RUN_INDEX: AtomicUsize = AtomicUsize::new(NMICLOCK);
@@ -171,12 +181,28 @@ pub(crate) fn register(t: &Registering<'_>) -> Result {
     // The name first: a slot that holds a target shows it.
     store_name(slot, name);
     slot.going.store(false, Ordering::Relaxed);
+    let d = t.declared();
+    slot.back_cpu_ns
+        .store(d.back_cpu_ns.unwrap_or(u64::MAX), Ordering::Relaxed);
+    slot.back_cross_ns
+        .store(d.back_cross_ns.unwrap_or(u64::MAX), Ordering::Relaxed);
+    slot.rate.store(d.rate, Ordering::Relaxed);
     if let Err(e) = slot.target.set(&l, t) {
         store_name(slot, &[]);
         pr_err!("register_target: {}: cannot be registered now\n", shown);
         return Err(e);
     }
-    pr_info!("target {} registered\n", shown);
+    if d == Declared::DEFAULT {
+        pr_info!("target {} registered\n", shown);
+    } else {
+        pr_info!(
+            "target {} registered, promising per_cpu_step_back_ns={} cross_cpu_step_back_ns={} raw_rate={}\n",
+            shown,
+            Allowance(d.back_cpu_ns),
+            Allowance(d.back_cross_ns),
+            if d.rate { "yes" } else { "no" }
+        );
+    }
     Ok(())
 }
 
@@ -275,6 +301,13 @@ impl Pinned {
         let pin = TargetPin::new(&l, t).inspect_err(|_| {
             pr_err!("start: the target's module is going away\n");
         })?;
+        for (run, declared) in [
+            (&RUN_BACK_CPU, &slot.back_cpu_ns),
+            (&RUN_BACK_CROSS, &slot.back_cross_ns),
+        ] {
+            run.store(declared.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        RUN_RATE.store(slot.rate.load(Ordering::Relaxed), Ordering::Relaxed);
         RUN_UPDATE.store(t.has_update(), Ordering::Relaxed);
         RUN_INDEX.store(index, Ordering::Release);
         Ok(Self { _pin: Some(pin) })
@@ -298,18 +331,49 @@ pub(crate) fn run_kind() -> Kind {
     }
 }
 
-/// The promise the run's target is judged by.
+/// The promise the run's target is judged by. Any context.
 #[inline]
-pub(crate) fn promise() -> &'static Promise {
-    promise_of(run_index())
+pub(crate) fn promise() -> Promise {
+    match PROMISES.get(run_index()) {
+        Some(p) => *p,
+        None => declared_promise(
+            RUN_BACK_CPU.load(Ordering::Relaxed),
+            RUN_BACK_CROSS.load(Ordering::Relaxed),
+            RUN_RATE.load(Ordering::Relaxed),
+        ),
+    }
+}
+
+/// A registered target's promise from what it declared (`u64::MAX`: any
+/// step back).
+fn declared_promise(back_cpu: u64, back_cross: u64, rate: bool) -> Promise {
+    let p = Promise {
+        per_cpu: (back_cpu != u64::MAX).then_some(back_cpu),
+        cross_cpu: (back_cross != u64::MAX).then_some(back_cross),
+        raw_rate: rate,
+        source: DECLARED_SOURCE,
+    };
+    if (p.per_cpu, p.cross_cpu, p.raw_rate)
+        == (
+            REGISTERED.per_cpu,
+            REGISTERED.cross_cpu,
+            REGISTERED.raw_rate,
+        )
+    {
+        REGISTERED
+    } else {
+        p
+    }
 }
 
 /// Reads the run's target (not `nmiclock`, which the checks read with its
 /// details): any context, NMI included; statically dispatched but for a
-/// registered target's `read`. 0 when there is none.
+/// registered target's read. The time (0 when there is no target), and
+/// whether the read said it stalled (a registered target's
+/// `read_status`; the kernel's clocks never wait).
 #[inline]
-pub(crate) fn read() -> u64 {
-    match run_index() {
+pub(crate) fn read() -> (u64, bool) {
+    let ns = match run_index() {
         1 => ffi::time::sched_clock(),
         2 => ffi::time::local_clock(),
         3 => ffi::time::mono_fast_ns(),
@@ -317,8 +381,9 @@ pub(crate) fn read() -> u64 {
         5 => ffi::time::boot_fast_ns(),
         6 => ffi::time::tai_fast_ns(),
         7 => ffi::time::real_fast_ns(),
-        _ => ffi::target::with_pinned(|t| t.map_or(0, |t| t.read())),
-    }
+        _ => return ffi::target::with_pinned(|t| t.map_or((0, false), |t| t.read())),
+    };
+    (ns, false)
 }
 
 /// One writer step of the run's registered target: its `update`, marked
@@ -351,9 +416,20 @@ pub(crate) fn update_counts() -> (u64, u64) {
     )
 }
 
-/// The promise target `index` is judged by.
-fn promise_of(index: usize) -> &'static Promise {
-    PROMISES.get(index).unwrap_or(&REGISTERED)
+/// The promise target `index` is judged by (a registered one's as it
+/// declared it).
+fn promise_of(index: usize) -> Promise {
+    if let Some(p) = PROMISES.get(index) {
+        return *p;
+    }
+    match index.checked_sub(BUILTIN.len()).and_then(|i| SLOTS.get(i)) {
+        Some(s) => declared_promise(
+            s.back_cpu_ns.load(Ordering::Relaxed),
+            s.back_cross_ns.load(Ordering::Relaxed),
+            s.rate.load(Ordering::Relaxed),
+        ),
+        None => REGISTERED,
+    }
 }
 
 /// A step-back allowance: its ns, or `none` when nothing is promised.

@@ -117,12 +117,25 @@ impl kernel::Module for NmiclockTargetRust {
                 read: Some(read),
                 update: Some(update),
                 owner: module.as_ptr().cast(),
+                // The 0.7 fields: a plain read, and the default promise
+                // (no step back on a CPU or across CPUs, the rate checked).
+                read_status: None,
+                back_cpu_ns: 0,
+                back_cross_ns: 0,
+                any_rate: false,
             },
             GFP_KERNEL,
         )?);
-        // SAFETY: `target` is valid and stays so until `drop` unregisters
-        // it; nmiclock.ko is loaded (we link against it).
-        let ret = unsafe { nmiclock::nmiclock_register_target(target) };
+        // SAFETY: `target` is valid, all of its size, and stays so until
+        // `drop` unregisters it; nmiclock.ko is loaded (we link against
+        // it). The header's nmiclock_register_target() is this call (a
+        // macro, which bindgen does not carry over).
+        let ret = unsafe {
+            nmiclock::__nmiclock_register_target(
+                target,
+                core::mem::size_of::<nmiclock::nmiclock_target>(),
+            )
+        };
         if ret != 0 {
             // SAFETY: Not registered: ours alone again.
             drop(unsafe { KBox::from_raw(target) });

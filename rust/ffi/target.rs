@@ -28,7 +28,7 @@
 use core::cell::Cell;
 use core::marker::PhantomData;
 use core::ptr::{self, NonNull};
-use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 use kernel::prelude::*;
 
@@ -37,6 +37,44 @@ use super::cpu;
 
 /// Targets registered at once, at most (the header's limit).
 pub(crate) const MAX_REGISTERED: usize = 8;
+
+/// The size of a 0.6 `struct nmiclock_target`: its fields up to `owner`,
+/// what the 0.6 entry point `nmiclock_register_target()` registers.
+pub(crate) const SIZE_0_6: usize = core::mem::offset_of!(bindings::nmiclock_target, read_status);
+
+/// Whether `size` bytes of a target hold the field at `offset` of `len`
+/// bytes.
+const fn holds(size: usize, offset: usize, len: usize) -> bool {
+    match offset.checked_add(len) {
+        Some(end) => size >= end,
+        None => false,
+    }
+}
+
+/// What a target promises, as it declared it (`include/nmiclock.h`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Declared {
+    /// The step back on one CPU it allows itself, ns; `None`: any.
+    pub(crate) back_cpu_ns: Option<u64>,
+    /// The same across CPUs.
+    pub(crate) back_cross_ns: Option<u64>,
+    /// Its rate is promised (checked against `CLOCK_MONOTONIC_RAW`).
+    pub(crate) rate: bool,
+}
+
+impl Declared {
+    /// A 0.6 target's promise: no step back of either, its rate checked.
+    pub(crate) const DEFAULT: Self = Self {
+        back_cpu_ns: Some(0),
+        back_cross_ns: Some(0),
+        rate: true,
+    };
+}
+
+/// `NMICLOCK_ANY` as `None`.
+fn allowance(ns: u64) -> Option<u64> {
+    (ns != u64::MAX).then_some(ns)
+}
 
 /// The identity of a target, by address: to compare, never to reach it.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -106,31 +144,46 @@ fn live_remove(_: &Locked, p: *mut bindings::nmiclock_target) {
 ///
 /// # Invariants
 ///
-/// `ptr` points at a `struct nmiclock_target` that stays in place,
-/// unchanged, until `nmiclock_unregister_target()` of it returns, and
-/// beyond `'a`. `added` is true once [`RegisteredCell::set`] put it in
-/// [`LIVE`].
+/// `ptr` points at a `struct nmiclock_target`, of which the caller built
+/// `size` bytes (at least [`SIZE_0_6`], at most the whole structure), that
+/// stays in place, unchanged, until `nmiclock_unregister_target()` of it
+/// returns, and beyond `'a`. `added` is true once [`RegisteredCell::set`]
+/// put it in [`LIVE`].
 pub(crate) struct Registering<'a> {
     ptr: NonNull<bindings::nmiclock_target>,
+    size: usize,
     added: Cell<bool>,
     _call: PhantomData<&'a bindings::nmiclock_target>,
 }
 
 impl Registering<'_> {
-    /// The handle on `t`; `None` for null.
+    /// The handle on `t`, of which the caller built `size` bytes; `None`
+    /// for null. A `size` below a 0.6 structure's is `Err(size)`; one above
+    /// this header's is taken as this header's (the fields it does not
+    /// know of are not read).
     ///
     /// # Safety
     ///
-    /// `t` is null, or points to a `struct nmiclock_target` that stays in
-    /// place, unchanged, until `nmiclock_unregister_target(t)` returns,
-    /// and that is not being unregistered meanwhile.
-    pub(crate) unsafe fn new(t: *mut bindings::nmiclock_target) -> Option<Self> {
-        // INVARIANT: The caller's contract; not yet in `LIVE`.
-        NonNull::new(t).map(|ptr| Self {
+    /// `t` is null, or points to `size` bytes of a `struct
+    /// nmiclock_target` that stay in place, unchanged, until
+    /// `nmiclock_unregister_target(t)` returns, and that is not being
+    /// unregistered meanwhile.
+    pub(crate) unsafe fn new(
+        t: *mut bindings::nmiclock_target,
+        size: usize,
+    ) -> Option<core::result::Result<Self, usize>> {
+        let ptr = NonNull::new(t)?;
+        if size < SIZE_0_6 {
+            return Some(Err(size));
+        }
+        // INVARIANT: The caller's contract, `size` clamped to the
+        // structure; not yet in `LIVE`.
+        Some(Ok(Self {
             ptr,
+            size: size.min(core::mem::size_of::<bindings::nmiclock_target>()),
             added: Cell::new(false),
             _call: PhantomData,
-        })
+        }))
     }
 
     /// Registers the target with `register`, then, if that failed, takes
@@ -170,12 +223,47 @@ impl Registering<'_> {
         None
     }
 
-    /// Whether the target has a `read` (it must) and an `update`.
+    /// Whether the target has a `read` or a `read_status` (it must), and
+    /// an `update`.
     pub(crate) fn has_read_update(&self) -> (bool, bool) {
-        // SAFETY: `ptr` points at a live target (type invariant), which
-        // nothing writes.
-        let t = unsafe { self.ptr.as_ref() };
-        (t.read.is_some(), t.update.is_some())
+        let p = self.ptr.as_ptr();
+        // SAFETY: `p` points at a live target (type invariant), which
+        // nothing writes; `read` and `update` lie in every size accepted.
+        // Each field is read alone, never the whole structure.
+        let (read, update) = unsafe { ((*p).read.is_some(), (*p).update.is_some()) };
+        let status = self.has(
+            core::mem::offset_of!(bindings::nmiclock_target, read_status),
+            core::mem::size_of::<Option<unsafe extern "C" fn(*mut u64) -> kernel::ffi::c_int>>(),
+        ) && {
+            // SAFETY: As above; the caller built `read_status` (checked).
+            unsafe { (*p).read_status.is_some() }
+        };
+        (read || status, update)
+    }
+
+    /// Whether the caller built the field at `offset`, `len` bytes long.
+    fn has(&self, offset: usize, len: usize) -> bool {
+        holds(self.size, offset, len)
+    }
+
+    /// What the target promises: what it declared, where its size holds
+    /// the fields, else [`Declared::DEFAULT`].
+    pub(crate) fn declared(&self) -> Declared {
+        let end = core::mem::offset_of!(bindings::nmiclock_target, any_rate);
+        if !self.has(end, core::mem::size_of::<bool>()) {
+            return Declared::DEFAULT;
+        }
+        let p = self.ptr.as_ptr();
+        // SAFETY: `p` points at a live target whose `size` bytes hold every
+        // field up to `any_rate` (checked above), and nothing writes it;
+        // each field is read alone.
+        let (cpu, cross, any_rate) =
+            unsafe { ((*p).back_cpu_ns, (*p).back_cross_ns, (*p).any_rate) };
+        Declared {
+            back_cpu_ns: allowance(cpu),
+            back_cross_ns: allowance(cross),
+            rate: !any_rate,
+        }
     }
 }
 
@@ -231,6 +319,8 @@ impl Unregistering<'_> {
 /// the mutex held) before it returns.
 pub(crate) struct RegisteredCell {
     ptr: AtomicPtr<bindings::nmiclock_target>,
+    /// The size its provider built, stored before `ptr`.
+    size: AtomicUsize,
 }
 
 impl RegisteredCell {
@@ -238,6 +328,7 @@ impl RegisteredCell {
     pub(crate) const fn new() -> Self {
         Self {
             ptr: AtomicPtr::new(ptr::null_mut()),
+            size: AtomicUsize::new(0),
         }
     }
 
@@ -267,8 +358,9 @@ impl RegisteredCell {
         }
         live_add(l, t.ptr.as_ptr())?;
         t.added.set(true);
-        // INVARIANT: Stored with the mutex held, and now in `LIVE`; its
-        // `read` is set.
+        self.size.store(t.size, Ordering::Relaxed);
+        // INVARIANT: Stored with the mutex held, and now in `LIVE`, after
+        // its size; its `read` (or `read_status`) is set.
         self.ptr.store(t.ptr.as_ptr(), Ordering::Release);
         Ok(())
     }
@@ -290,9 +382,11 @@ impl RegisteredCell {
         // INVARIANT: In `LIVE` while the mutex is held, so registered for
         // `'l` at least: its unregistration cannot return before it takes
         // the mutex, which `l` holds for `'l`. `set()` checked that its
-        // `read` is set.
+        // `read` (or `read_status`) is set, and stored its size first
+        // (the mutex orders it for us anyway).
         Some(TargetRef {
             ptr,
+            size: self.size.load(Ordering::Relaxed),
             _valid: PhantomData,
         })
     }
@@ -303,11 +397,13 @@ impl RegisteredCell {
 /// # Invariants
 ///
 /// `ptr` points at a target passed to `nmiclock_register_target()` whose
-/// `nmiclock_unregister_target()` does not return within `'a`; its `read`
-/// is set ([`RegisteredCell::set`] refuses a target without).
+/// `nmiclock_unregister_target()` does not return within `'a`, of which its
+/// provider built `size` bytes; its `read` or `read_status` is set
+/// ([`RegisteredCell::set`] refuses a target without).
 #[derive(Clone, Copy)]
 pub(crate) struct TargetRef<'a> {
     ptr: NonNull<bindings::nmiclock_target>,
+    size: usize,
     _valid: PhantomData<&'a bindings::nmiclock_target>,
 }
 
@@ -318,13 +414,20 @@ impl<'a> TargetRef<'a> {
         unsafe { self.ptr.as_ref() }.update.is_some()
     }
 
-    /// Calls the target's `read`: any context, NMI included.
+    /// Reads the target (its `read_status`, or its `read`): any context,
+    /// NMI included. The time, and whether the read says it stalled.
     #[inline]
-    pub(crate) fn read(self) -> u64 {
-        // SAFETY: Valid for `'a` (type invariant), its `read` set and
-        // callable from any context (the header's contract: the provider
-        // vouches for it, and that is what is under test).
-        unsafe { bindings::nmiclock_target_read(self.ptr.as_ptr()) }
+    pub(crate) fn read(self) -> (u64, bool) {
+        let mut ns = 0u64;
+        // SAFETY: Valid for `'a` (type invariant), `size` bytes of it
+        // built, its `read` or `read_status` set and callable from any
+        // context (the header's contract: the provider vouches for it, and
+        // that is what is under test); `ns` is ours for the call.
+        let r = unsafe { bindings::nmiclock_target_read(self.ptr.as_ptr(), self.size, &mut ns) };
+        (
+            ns,
+            r == bindings::NMICLOCK_READ_STALLED as kernel::ffi::c_int,
+        )
     }
 
     /// Begins the one `update` call in progress: `None` if another's is
@@ -383,6 +486,8 @@ impl Drop for Updating<'_> {
 /// when none or while the pin goes. RCU-published: a reader loads it and
 /// uses it inside one read side ([`with_pinned`]).
 static READ: AtomicPtr<bindings::nmiclock_target> = AtomicPtr::new(ptr::null_mut());
+/// The size of [`READ`]'s target, stored before it.
+static READ_SIZE: AtomicUsize = AtomicUsize::new(0);
 
 /// The target of the [`TargetPin`] in place, from its making until it has
 /// gone (grace period and reference included); null when none.
@@ -424,6 +529,7 @@ impl TargetPin {
             PINNED.store(ptr::null_mut(), Ordering::Release);
             return Err(EBUSY);
         }
+        READ_SIZE.store(t.size, Ordering::Relaxed);
         READ.store(p, Ordering::Release);
         // INVARIANT: `PINNED` is `p`, set with the mutex held while `t` was
         // registered: a `t` valid for the mutex's hold comes from a slot,
@@ -465,9 +571,11 @@ impl Drop for TargetPin {
 pub(crate) fn with_pinned<R>(f: impl for<'r> FnOnce(Option<TargetRef<'r>>) -> R) -> R {
     cpu::read_side(|| {
         // INVARIANT: Published by a pin, whose drop unpublishes it and
-        // waits for this read side before releasing the target.
+        // waits for this read side before releasing the target; its size
+        // was stored before it (Acquire above).
         let t = NonNull::new(READ.load(Ordering::Acquire)).map(|ptr| TargetRef {
             ptr,
+            size: READ_SIZE.load(Ordering::Relaxed),
             _valid: PhantomData,
         });
         f(t)
@@ -491,20 +599,42 @@ macro_rules! export_registry {
         /// returns, as the header requires of its callers; its
         /// unregistration does not begin before this returns.
         #[no_mangle]
-        pub(crate) unsafe extern "C" fn nmiclock_register_target(
+        pub(crate) unsafe extern "C" fn __nmiclock_register_target(
             t: *mut $crate::ffi::bindings::nmiclock_target,
+            size: usize,
         ) -> kernel::ffi::c_int {
             // SAFETY: The caller's contract is `Registering::new`'s.
-            match unsafe { $crate::ffi::target::Registering::new(t) } {
+            match unsafe { $crate::ffi::target::Registering::new(t, size) } {
                 None => {
                     kernel::pr_err!("register_target: NULL target\n");
                     kernel::error::code::EINVAL.to_errno()
                 }
-                Some(r) => match r.run($register) {
+                Some(Err(size)) => {
+                    kernel::pr_err!(
+                        "register_target: a structure of {} bytes, smaller than any nmiclock.h's\n",
+                        size
+                    );
+                    kernel::error::code::EINVAL.to_errno()
+                }
+                Some(Ok(r)) => match r.run($register) {
                     Ok(()) => 0,
                     Err(e) => e.to_errno(),
                 },
             }
+        }
+
+        /// The 0.6 entry point, for modules built against that header:
+        /// registers `t`'s fields up to `owner` (exported GPL by the glue).
+        ///
+        /// # Safety
+        ///
+        /// As for `__nmiclock_register_target`, of a 0.6 structure.
+        #[no_mangle]
+        pub(crate) unsafe extern "C" fn nmiclock_register_target(
+            t: *mut $crate::ffi::bindings::nmiclock_target,
+        ) -> kernel::ffi::c_int {
+            // SAFETY: The caller's contract, for the 0.6 fields.
+            unsafe { __nmiclock_register_target(t, $crate::ffi::target::SIZE_0_6) }
         }
 
         /// Unregisters `t` (exported GPL by the glue), stopping a run that
@@ -532,6 +662,14 @@ macro_rules! export_registry {
                 bindings::nmiclock_register_target;
             let _: unsafe extern "C" fn(*mut bindings::nmiclock_target) -> kernel::ffi::c_int =
                 nmiclock_register_target;
+            let _: unsafe extern "C" fn(
+                *mut bindings::nmiclock_target,
+                usize,
+            ) -> kernel::ffi::c_int = bindings::__nmiclock_register_target;
+            let _: unsafe extern "C" fn(
+                *mut bindings::nmiclock_target,
+                usize,
+            ) -> kernel::ffi::c_int = __nmiclock_register_target;
             let _: unsafe extern "C" fn(*mut bindings::nmiclock_target) =
                 bindings::nmiclock_unregister_target;
             let _: unsafe extern "C" fn(*mut bindings::nmiclock_target) =

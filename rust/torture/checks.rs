@@ -151,6 +151,9 @@ counters! {
         max_ref_error: "max_reference_error_ns", max, Target;
         /// Target runs: reads by the writers, in task context.
         task_reads: "task_reads", sum, Target;
+        /// Target runs: reads the target said stalled (gave up waiting for
+        /// its writer; `NMICLOCK_READ_STALLED`), any context.
+        target_stalls: "target_stalls", sum, Target;
     }
     state {
         /// The last good sample: the base of the next checks.
@@ -647,6 +650,18 @@ fn step_back(c: &Cpu, ctx: Context, cross: bool, ns: u64, against: u64, at: u64)
     }
 }
 
+/// A read of the target that said it stalled: an anomaly, as a stall of
+/// nmiclock's own clock is; its value is judged as any other.
+fn stall(c: &Cpu, ctx: Context, ns: u64, at: u64) {
+    inc(&c.target_stalls);
+    let r = Reading {
+        ns,
+        stalled: true,
+        ..Reading::default()
+    };
+    anomaly(Kind::Stall, ctx, ns, ns, &r, at);
+}
+
 /// One sample of a target other than `nmiclock` ([`crate::target`]): read
 /// between two reads of the reference, checked for steps back on this CPU
 /// and across CPUs, and against the reference's elapsed time, each judged
@@ -662,6 +677,10 @@ fn sample_target(c: &Cpu, ctx: Context) {
         at,
         ..
     } = timed(c, ctx, || (), target::read, || ());
+    let (ns, stalled) = ns;
+    if stalled {
+        stall(c, ctx, ns, at);
+    }
     // Only a registered target's updates are its windows (nmiclock's own
     // clock keeps updating beside it).
     if hit.window == Some(Window::Target) {
@@ -708,9 +727,12 @@ fn sample_target(c: &Cpu, ctx: Context) {
 /// theirs apart, since they interrupt it) and the highest any CPU had read.
 pub(crate) fn task_read(c: &Cpu, prev: &mut Option<u64>) {
     let high = TARGET_HIGH.load(Ordering::Acquire);
-    let ns = target::read();
+    let (ns, stalled) = target::read();
     inc(&c.task_reads);
     let at = since_start(ffi::time::raw_fast_ns());
+    if stalled {
+        stall(c, Context::Task, ns, at);
+    }
     if let Some(p) = *prev {
         if ns < p {
             step_back(c, Context::Task, false, ns, p, at);

@@ -118,6 +118,7 @@ impl Totals {
             self.n.ref_mismatches,
             self.n.backwards,
             self.n.cross,
+            self.n.target_stalls,
             self.clock.stalls,
             self.acct.bad_deltas,
             self.acct.backwards,
