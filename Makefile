@@ -44,6 +44,8 @@ clean:
 	@if [ -e $(KDIR)/Makefile ]; then $(KMAKE) clean; fi
 	rm -f rust/*.o rust/.*.cmd rust/*.d rust/.*.d samples/*.o samples/*.ko \
 		samples/*.mod samples/*.mod.c samples/.*.cmd *.o *.ko *.mod *.mod.c \
+		samples/zoo/*.o samples/zoo/*.ko samples/zoo/*.mod samples/zoo/*.mod.c \
+		samples/zoo/.*.cmd \
 		.*.cmd modules.order Module.symvers
 
 run:

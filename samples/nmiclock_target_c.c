@@ -17,7 +17,9 @@
  *    between the stores (here a 1 us delay stands for it) is the window.
  *  - sample_c_latch, correct: the epoch in two copies behind a seqcount
  *    latch (seqcount_latch_t, as kernel/time/sched_clock.c does), so a
- *    reader, NMI included, always reads a whole copy.
+ *    reader, NMI included, always reads a whole copy.  It registers
+ *    through the 0.6 entry point, as a module built against that header
+ *    does, so that path stays tested.
  *
  * Load nmiclock.ko first, then this module; select a clock with
  * "echo target=sample_c_twostep > /sys/kernel/debug/nmiclock/config".
@@ -154,10 +156,18 @@ static int __init try_bad_registrations(void)
 		pr_err("nmiclock_target_c: registering twice: got %d, want %d\n", ret, -EEXIST);
 		wrong++;
 	}
+	/* A structure smaller than any header's: not even a read. */
+	ret = __nmiclock_register_target(&bad[0], offsetof(struct nmiclock_target, read));
+	if (ret != -EINVAL) {
+		pr_err("nmiclock_target_c: a structure too small: got %d, want %d\n", ret, -EINVAL);
+		if (!ret)
+			nmiclock_unregister_target(&bad[0]);
+		wrong++;
+	}
 	if (wrong)
 		return -EINVAL;
 	pr_info("nmiclock_target_c: %zu bad registrations refused as they must be\n",
-		ARRAY_SIZE(bad) + 1);
+		ARRAY_SIZE(bad) + 2);
 	return 0;
 }
 
@@ -206,7 +216,12 @@ static int __init nmiclock_target_c_init(void)
 		if (ret)
 			goto out_twostep;
 	}
-	ret = nmiclock_register_target(&latch_target);
+	/*
+	 * Through the 0.6 entry point (the parentheses keep the header's
+	 * macro out), as a module built against that header registers: its
+	 * fields up to .owner only, the 0.7 ones not read.
+	 */
+	ret = (nmiclock_register_target)(&latch_target);
 	if (ret)
 		goto out_twostep;
 	latch_registered = true;

@@ -212,6 +212,10 @@ unload_all() {
 	for m in nmiclock_target_c nmiclock_target_rust nmiclock_reader; do
 		is_loaded $m && rmmod $m
 	done
+	# The zoo's modules (cases_zoo.sh).
+	for m in $(grep -o '^zoo_[a-z0-9_]*' /proc/modules); do
+		rmmod "$m"
+	done
 	unload
 }
 

@@ -74,7 +74,7 @@ WAKE_TRIES=5
 # The interface cases after the runs: they are bound by the shell and
 # the syscalls, the runs by their duration, so on a loaded host (the
 # guests of scripts/run-tests side by side) they come when it has eased.
-for f in module clock acct wake stress target interface; do
+for f in module clock acct wake stress target zoo interface; do
 	. "$here/cases_$f.sh"
 done
 # Last: what must hold once everything else has run.

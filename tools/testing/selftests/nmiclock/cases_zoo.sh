@@ -1,0 +1,138 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# cases_zoo.sh: the zoo (samples/zoo/README.md): clock bugs that shipped in
+# the kernel, each modelled by one module that registers the bug and its fix
+# as two targets, zoo_ENTRY and zoo_ENTRY_fixed. The bug must be caught (an
+# expected failure, with how soon), the fix must survive with its windows
+# hit; a bug not caught fails the suite, as any blind detector does.
+# Sourced by nmiclock.sh, after cases_target.sh (its helpers); registers
+# its cases in order.
+#
+# An entry is one line below:
+#
+#   zoo_add ENTRY COMMIT ARCHES "WHAT" [OTHER...]
+#
+# ENTRY names the module (zoo_ENTRY.ko) and its two targets; COMMIT is the
+# fixing commit; ARCHES is "any" or the `uname -m` values where the
+# mechanism applies (elsewhere the cases SKIP and say so); OTHER are more
+# targets of the module: NAME (another buggy form, caught) or -NAME (a
+# negative control: a bug only out-of-order hardware shows, which under
+# emulation must NOT be caught, reported as a SKIP that says so).
+
+# zoo_ko ENTRY: the module of ENTRY, beside the module under test or in
+# its samples/zoo/.
+zoo_ko() {
+	for d in "$(dirname "$module")/samples/zoo" "$(dirname "$module")"; do
+		[ -e "$d/zoo_$1.ko" ] && { echo "$d/zoo_$1.ko"; return 0; }
+	done
+	return 1
+}
+
+# A stress_prep: loads $zoo_entry's module and selects $target.
+zoo_load() {
+	ko=$(zoo_ko "$zoo_entry") || { echo "zoo_$zoo_entry.ko not found"; return 1; }
+	insmod "$ko" || { echo "insmod $ko failed"; return 1; }
+	echo "target=$target" >"$DIR/config" || { echo "target=$target refused"; return 1; }
+}
+
+# zoo_applies ARCHES: true where the mechanism applies (else prints why not).
+zoo_applies() {
+	case " $1 " in
+	*" any "* | *" $(uname -m) "*) return 0 ;;
+	esac
+	echo "SKIP: the mechanism is $1's, this is $(uname -m)"
+	return 1
+}
+
+# What a zoo run reported, on one line: the nonzero anomaly counts and the
+# largest steps.
+zoo_found() {
+	out=
+	for k in target_stalls backwards cross_cpu_backwards reference_mismatches \
+		unpromised_backwards unpromised_cross_cpu_backwards steps_back_allowed; do
+		st $k
+		[ "${st:-0}" != 0 ] && out="$out $k=$st"
+	done
+	for k in max_backstep_ns max_cross_backstep_ns max_reference_error_ns; do
+		st $k
+		[ "${st:-0}" != 0 ] && out="$out $k=$st"
+	done
+	echo "${out# }"
+}
+
+# zoo_caught ENTRY ARCHES TARGET: TARGET must be caught.
+zoo_caught() {
+	zoo_applies "$2" || return $KSFT_SKIP
+	zoo_entry=$1 target=$3 stress_prep=zoo_load
+	caught
+	rc=$?
+	stress_prep=
+	[ $rc = $KSFT_XFAIL ] && echo "found: $(zoo_found)"
+	return $rc
+}
+
+# zoo_survives ENTRY ARCHES TARGET: TARGET must survive, its windows hit.
+zoo_survives() {
+	zoo_applies "$2" || return $KSFT_SKIP
+	zoo_entry=$1 target=$3 stress_prep=zoo_load
+	survives
+	rc=$?
+	stress_prep=
+	echo "found: $(zoo_found)"
+	return $rc
+}
+
+# zoo_control ENTRY ARCHES TARGET: a bug only out-of-order hardware shows.
+# Under emulation it must not be caught (caught, the model is wrong); on
+# hardware a catch is the expected failure and no catch says what it
+# means.
+zoo_control() {
+	zoo_applies "$2" || return $KSFT_SKIP
+	zoo_entry=$1 target=$3 stress_prep=zoo_load
+	if [ "$(environment)" = qemu-tcg ]; then
+		survives
+		rc=$?
+		stress_prep=
+		echo "found: $(zoo_found)"
+		[ $rc = 0 ] || { echo "a bug of out-of-order hardware, caught under emulation: the model is wrong"; return 1; }
+		echo "SKIP: negative control: not caught under TCG, as expected (in-order vCPUs cannot show it)"
+		return $KSFT_SKIP
+	fi
+	caught
+	rc=$?
+	stress_prep=
+	case $rc in
+	"$KSFT_XFAIL") echo "found: $(zoo_found)" ;;
+	"$KSFT_XPASS") echo "SKIP: not caught on this CPU in $(hits) window hits: it may order these reads"; return $KSFT_SKIP ;;
+	esac
+	return $rc
+}
+
+# Where the module runs, as its stats say (qemu-tcg, kvm, bare-metal, ...).
+environment() {
+	load >/dev/null 2>&1 || return
+	stat_value "$DIR/stats" environment
+	unload >/dev/null 2>&1
+}
+
+zoo_add() {
+	entry=$1 commit=$2 arches=$3 what=$4
+	shift 4
+	eval "t_zoo_$entry() { zoo_caught $entry '$arches' zoo_$entry; }"
+	case_add "t_zoo_$entry" "zoo: $commit $what: the bug is caught"
+	for other in "$@"; do
+		case $other in
+		-*)
+			other=${other#-}
+			eval "t_zoo_$other() { zoo_control $entry '$arches' zoo_$other; }"
+			case_add "t_zoo_$other" "zoo: $commit $what, the part only out-of-order hardware shows: a negative control under emulation" ;;
+		*)
+			eval "t_zoo_$other() { zoo_caught $entry '$arches' zoo_$other; }"
+			case_add "t_zoo_$other" "zoo: $commit $what ($other): caught" ;;
+		esac
+	done
+	eval "t_zoo_${entry}_fixed() { zoo_survives $entry '$arches' zoo_${entry}_fixed; }"
+	case_add "t_zoo_${entry}_fixed" "zoo: $commit $what: the fix survives"
+}
+
+zoo_add sc_seqcount 1809bfa44e10 any "generic sched_clock() under a seqcount, read from NMI"
