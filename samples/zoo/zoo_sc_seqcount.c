@@ -175,10 +175,11 @@ static void latch_update(void)
 	cyc = counter();
 	rd.epoch_ns += (cyc - rd.epoch_cyc) & mask;
 	rd.epoch_cyc = cyc;
-	latch();
+	/* The odd copy while readers use the even one, then the even one. */
 	latch_write(&cl.read_data[1], &rd);
 	latch();
 	latch_write(&cl.read_data[0], &rd);
+	latch();
 	raw_local_irq_restore(flags);
 }
 

@@ -15,9 +15,10 @@
 # ENTRY names the module (zoo_ENTRY.ko) and its two targets; COMMIT is the
 # fixing commit; ARCHES is "any" or the `uname -m` values where the
 # mechanism applies (elsewhere the cases SKIP and say so); OTHER are more
-# targets of the module: NAME (another buggy form, caught) or -NAME (a
-# negative control: a bug only out-of-order hardware shows, which under
-# emulation must NOT be caught, reported as a SKIP that says so).
+# targets of the module: NAME (another buggy form, caught; NAME@COMMIT if
+# another commit fixed it) or -NAME (a negative control: a bug only
+# out-of-order hardware shows, which under emulation must NOT be caught,
+# reported as a SKIP that says so).
 
 # zoo_ko ENTRY: the module of ENTRY, beside the module under test or in
 # its samples/zoo/.
@@ -121,14 +122,16 @@ zoo_add() {
 	eval "t_zoo_$entry() { zoo_caught $entry '$arches' zoo_$entry; }"
 	case_add "t_zoo_$entry" "zoo: $commit $what: the bug is caught"
 	for other in "$@"; do
+		by=$commit
+		case $other in *@*) by=${other#*@} other=${other%@*} ;; esac
 		case $other in
 		-*)
 			other=${other#-}
 			eval "t_zoo_$other() { zoo_control $entry '$arches' zoo_$other; }"
-			case_add "t_zoo_$other" "zoo: $commit $what, the part only out-of-order hardware shows: a negative control under emulation" ;;
+			case_add "t_zoo_$other" "zoo: $by $what, the part only out-of-order hardware shows: a negative control under emulation" ;;
 		*)
 			eval "t_zoo_$other() { zoo_caught $entry '$arches' zoo_$other; }"
-			case_add "t_zoo_$other" "zoo: $commit $what ($other): caught" ;;
+			case_add "t_zoo_$other" "zoo: $by $what ($other): the bug is caught" ;;
 		esac
 	done
 	eval "t_zoo_${entry}_fixed() { zoo_survives $entry '$arches' zoo_${entry}_fixed; }"
@@ -136,3 +139,18 @@ zoo_add() {
 }
 
 zoo_add sc_seqcount 1809bfa44e10 any "generic sched_clock() under a seqcount, read from NMI"
+zoo_add fast_mono 4396e058c52e any "NMI-safe CLOCK_MONOTONIC: the timekeeper's seqcount, then the latch and its documented step"
+zoo_add tk_debug 27727df240c7 any "CONFIG_DEBUG_TIMEKEEPING's seqcount in the NMI path" \
+	tk_debug_v48@58bfea953255
+zoo_add arch_timer_seq 75a19a0202db any "arm64 counter read outside the seqlock" -arch_timer_ooo
+zoo_add cyc2ns 20d1c86a5776 any "x86 cyc2ns scale and offset stored apart"
+zoo_add cpufreq 84599f8a59e7 any "x86 sched_clock() rescaled by cpufreq without an offset"
+zoo_add pvclock 489fb490dbf8 any "pvclock: per-vCPU records and no global synchronization point"
+zoo_add scd_clamp 5b7dba4 any "sched_clock_local() clamped back below a remote coupling"
+zoo_add evcntr32 7bb8bc6eb550 any "arm64 perf: a 64-bit counter read through 32 bits"
+zoo_add trace_global aafe104aa909 any "trace_clock_global() under its spinlock" \
+	trace_global_plus1@89529d8b8f8d
+zoo_add fsl_a008585 f6dc1576cd51 any "FSL A-008585 counter erratum, the re-read workaround"
+zoo_add hisi_161010101 bb42ca474010 any "HiSilicon 161010101 counter erratum, the workaround"
+zoo_add a73_858921 fa8d815fac96 any "Cortex-A73 858921 counter erratum, the workaround"
+zoo_add sun50i_a64 c950ca8c35ee any "Allwinner A64 counter erratum, the workaround"
