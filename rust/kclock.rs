@@ -473,11 +473,21 @@ pub(crate) fn index_of(protection: &str, counter: &str) -> Option<usize> {
         .position(|c| c.protection() == protection && c.counter() == counter)
 }
 
-/// Starts the clock the settings select, continuing from the time `at`
-/// gives once the new epoch's counter value is read (see
-/// [`ClockSource::start_from`]), and makes it the running one. Returns its
-/// epoch update interval.
-fn switch_to_selected(at: &dyn Fn() -> u64) -> Result<u64> {
+/// Where the clock [`switch_to_selected`] starts takes its time from.
+#[derive(Clone, Copy)]
+enum Origin {
+    /// `local_clock()` once the new epoch's counter value is read (see
+    /// [`ClockSource::start_from`]): the first start.
+    LocalClock,
+    /// The running clock's line (see [`ClockSource::continue_from`]): a
+    /// rebuild, which no reader may see step, not even one still reading
+    /// the clock it replaces.
+    Running,
+}
+
+/// Starts the clock the settings select, taking its time `from` there,
+/// and makes it the running one. Returns its epoch update interval.
+fn switch_to_selected(from: Origin) -> Result<u64> {
     let index = index_of(
         settings::choice::<crate::choices::Protection>().name(),
         settings::choice::<crate::choices::CounterRead>().name(),
@@ -501,8 +511,14 @@ fn switch_to_selected(at: &dyn Fn() -> u64) -> Result<u64> {
     // does: a writer preempted, or held up by an interrupt, inside it
     // makes `seqcount` readers on other CPUs wait, past their budget if
     // long enough, and read the tear. The epoch timer may be updating this
-    // very clock: let it finish.
-    let publish = || ffi::cpu::with_irqs_disabled(|| clock.start_from(at, ms.mult, ms.shift, mask));
+    // very clock, or the running one: let it finish.
+    let running = active();
+    let publish = || {
+        ffi::cpu::with_irqs_disabled(|| match (from, running) {
+            (Origin::Running, Some(r)) => clock.continue_from(r, ms.mult, ms.shift, mask),
+            _ => clock.start_from(&ffi::time::local_clock, ms.mult, ms.shift, mask),
+        })
+    };
     let mut tries = 0;
     while !publish() {
         tries += 1;
@@ -534,7 +550,7 @@ impl Running {
         STATS.install(CpuStats::default)?;
         let started = HrTimer::new(epoch_tick)
             .and_then(|timer| Ok(Arc::new(timer, GFP_KERNEL)?))
-            .and_then(|timer| Ok((switch_to_selected(&ffi::time::local_clock)?, timer)));
+            .and_then(|timer| Ok((switch_to_selected(Origin::LocalClock)?, timer)));
         match started {
             Ok((interval, timer)) => {
                 timer.start(interval);
@@ -568,12 +584,12 @@ impl Drop for Running {
 pub(crate) struct Rebuilder(Arc<HrTimer>);
 
 impl Rebuilder {
-    /// Switches to the clock the settings now select, continuing from the
-    /// running one's time at the new epoch (so that no reader, another
-    /// module's included, sees it step back), and restarts the epoch timer
-    /// at its interval. The guard proves nothing else runs.
+    /// Switches to the clock the settings now select, on the running one's
+    /// line (so that no reader, another module's included, sees it step
+    /// back), and restarts the epoch timer at its interval. The guard
+    /// proves nothing else runs.
     pub(crate) fn rebuild(&self, _nothing_else_runs: &Guard) -> Result {
-        let interval = switch_to_selected(&now_ns)?;
+        let interval = switch_to_selected(Origin::Running)?;
         self.0.start(interval);
         Ok(())
     }

@@ -649,6 +649,20 @@ pub trait ClockSource: Sync {
     /// however long the writer had to be waited for. Returns false (nothing
     /// done, `at` not called) if a writer is busy.
     fn start_from(&self, at: &dyn Fn() -> u64, mult: u32, shift: u32, mask: u64) -> bool;
+    /// (Re)starts the clock on the line `from` (another clock over the same
+    /// counter, or this one) is on now, with a new conversion and mask: the
+    /// new epoch is the current counter value and the very time `from`'s
+    /// data gives for it, remainder included (as
+    /// [`ClockSource::recalibrate`] does), so with the same conversion the
+    /// two clocks read alike at every counter value, and a reader still
+    /// reading `from` after the switch reads nothing the new clock had
+    /// not. Both clocks' writers are held off meanwhile. Returns false
+    /// (nothing done) if either's writer is busy.
+    fn continue_from(&self, from: &dyn ClockSource, mult: u32, shift: u32, mask: u64) -> bool;
+    /// Calls `f` with the data last published while this clock's writer is
+    /// held off, so that it is whole and current. Returns false (`f` not
+    /// called) if a writer is busy.
+    fn with_data(&self, f: &mut dyn FnMut(&ClockData)) -> bool;
     /// Switches to a new conversion without a step in time: the new epoch
     /// is the current counter value and the time the old conversion gives
     /// for that very value (as `sched_clock_register()` does). Returns false
@@ -747,6 +761,42 @@ impl<P: Protection, C: Counter, T: TimeSource> ClockSource for Clock<P, C, T> {
             mask,
         };
         self.prot.publish(&data, &mut || {});
+        self.unlock_writer();
+        true
+    }
+
+    fn continue_from(&self, from: &dyn ClockSource, mult: u32, shift: u32, mask: u64) -> bool {
+        if !self.try_lock_writer() {
+            return false;
+        }
+        let mut done = false;
+        let mut publish = |old: &ClockData| {
+            let now = self.counter.read();
+            let data = ClockData {
+                mask,
+                ..old.converted_at(now, mult, shift)
+            };
+            self.prot.publish(&data, &mut || {});
+            done = true;
+        };
+        // This clock itself: its writer is held already.
+        if core::ptr::eq(
+            (from as *const dyn ClockSource).cast::<u8>(),
+            (self as *const Self).cast::<u8>(),
+        ) {
+            publish(&self.prot.published());
+        } else {
+            from.with_data(&mut publish);
+        }
+        self.unlock_writer();
+        done
+    }
+
+    fn with_data(&self, f: &mut dyn FnMut(&ClockData)) -> bool {
+        if !self.try_lock_writer() {
+            return false;
+        }
+        f(&self.prot.published());
         self.unlock_writer();
         true
     }

@@ -494,6 +494,90 @@ fn a_restart_from_another_clock_never_steps_back() {
     assert!(new.try_start_while_busy(&|| panic!("`at` called by a refused restart")));
 }
 
+static C11: FakeCounter = FakeCounter::new(0);
+
+/// A restart on the running clock's line (a `config` rebuild): the new
+/// clock reads exactly what the old one does at every counter value, the
+/// old epoch's remainder carried over, so a reader still on the old clock
+/// after the switch reads nothing the new one had not; restarted on its
+/// own line, a clock reads as before; with another conversion the two
+/// agree at the new epoch. A busy writer, of either clock, refuses it.
+#[test]
+fn a_restart_on_the_running_line_reads_alike() {
+    let (mult, shift) = tsc_pair();
+    let old = Clock::new(Latch::new(), Shared(&C11), no_time as fn() -> u64);
+    let new = Clock::new(Seqcount::new(), Shared(&C11), no_time as fn() -> u64);
+    C11.set(10_000);
+    assert!(old.start(1_000_000, mult, shift, u64::MAX));
+    // Epoch moves leave a remainder below 1 ns.
+    for t in [10_777u64, 23_459, 40_001] {
+        C11.set(t);
+        assert!(matches!(
+            old.update_epoch(&mut || {}),
+            EpochUpdate::Updated { .. }
+        ));
+    }
+    assert_ne!(
+        old.data().epoch_frac,
+        0,
+        "no remainder to carry: the test shows nothing"
+    );
+    C11.set(50_003);
+    assert!(new.continue_from(&old, mult, shift, mask_for_bits(32).unwrap()));
+    assert_eq!(new.data().epoch_cyc, 50_003);
+    assert_eq!(new.data().mask, mask_for_bits(32).unwrap());
+    for t in [
+        50_003u64,
+        50_004,
+        50_777,
+        61_111,
+        1 << 20,
+        (1 << 31) + 7,
+        (1 << 32) - 1,
+    ] {
+        C11.set(t);
+        assert_eq!(new.read().ns, old.read().ns, "counter {t}");
+    }
+    // On its own line.
+    C11.set(70_001);
+    let before: Vec<u64> = [70_001u64, 80_000, 1 << 25]
+        .iter()
+        .map(|&t| {
+            C11.set(t);
+            new.read().ns
+        })
+        .collect();
+    C11.set(70_001);
+    assert!(new.continue_from(&new, mult, shift, u64::MAX));
+    for (&t, &b) in [70_001u64, 80_000, 1 << 25].iter().zip(&before) {
+        C11.set(t);
+        assert_eq!(new.read().ns, b, "counter {t}, restarted on its own line");
+    }
+    // Another conversion: the same time at the new epoch.
+    C11.set(90_000);
+    let at = old.read().ns;
+    assert!(new.continue_from(&old, mult / 2, shift - 1, u64::MAX));
+    assert_eq!(new.read().ns, at);
+    // Busy writers: of the clock restarted, or of the one continued.
+    let refused = std::cell::Cell::new(false);
+    let mut w = || refused.set(!new.continue_from(&old, mult, shift, u64::MAX));
+    assert!(matches!(
+        old.update_epoch(&mut w),
+        EpochUpdate::Updated { .. }
+    ));
+    assert!(
+        refused.get(),
+        "restarted while the old clock's writer was busy"
+    );
+    refused.set(false);
+    let mut w = || refused.set(!new.continue_from(&old, mult, shift, u64::MAX));
+    assert!(matches!(
+        new.update_epoch(&mut w),
+        EpochUpdate::Updated { .. }
+    ));
+    assert!(refused.get(), "restarted while its own writer was busy");
+}
+
 fn mul(cyc: u64, mult: u32, shift: u32) -> u64 {
     ((cyc as u128 * mult as u128) >> shift) as u64
 }
