@@ -69,6 +69,8 @@ fi
 # Catching runs that found nothing are repeated this often before a
 # catching case gives up (its design went uncaught: the probe is blind).
 WAKE_TRIES=5
+# The zoo's fixes run this long at least (cases_zoo.sh).
+ZOO_S=1
 
 . "$here/lib.sh"
 # The interface cases after the runs: they are bound by the shell and
