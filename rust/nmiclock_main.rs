@@ -139,7 +139,7 @@ module! {
 }
 
 /// Version reported in `stats` and the load message.
-const VERSION: &str = "0.6.0";
+const VERSION: &str = "0.7.0";
 
 /// Range of the counter conversion shown in `stats`: 600 s, in ms (the pair
 /// is computed from kHz, as the kernel's own `cyc2ns` does).
