@@ -158,6 +158,8 @@ disturbed_run() {
 # CLOCK_REALTIME's steps back show as unpromised, with their size, and do
 # not fail the run.
 t_target_disturbed() {
+	command -v adjtimex >/dev/null ||
+		{ echo "SKIP: no adjtimex (busybox's applet) to slew the clock with"; return 4; }
 	ret=0
 	for t in ktime_get_mono_fast_ns ktime_get_raw_fast_ns ktime_get_real_fast_ns; do
 		disturbed_run $t time slew hotplug || { ret=1; continue; }
@@ -203,7 +205,7 @@ t_target_cs_switch() {
 # Loads the two sample modules (a stress_prep).
 load_samples() {
 	c=$(sample_ko nmiclock_target_c) && r=$(sample_ko nmiclock_target_rust) ||
-		{ echo "the target samples are not built"; return 1; }
+		{ echo "SKIP: the target samples (nmiclock_target_c.ko, nmiclock_target_rust.ko) are not beside the module"; return 4; }
 	insmod "$c" || { echo "insmod $c failed"; return 1; }
 	insmod "$r" || { echo "insmod $r failed"; return 1; }
 	echo "target=$target" >"$DIR/config" || { echo "target=$target refused"; return 1; }
@@ -211,7 +213,16 @@ load_samples() {
 
 # target_caught NAME / target_survives NAME: caught() and survives() on a
 # sample target.
+# samples_here: both target samples are beside the module (else a SKIP
+# line).
+samples_here() {
+	sample_ko nmiclock_target_c >/dev/null && sample_ko nmiclock_target_rust >/dev/null && return 0
+	echo "SKIP: the target samples (nmiclock_target_c.ko, nmiclock_target_rust.ko) are not beside the module"
+	return 1
+}
+
 target_caught() {
+	samples_here || return $KSFT_SKIP
 	target=$1 stress_prep=load_samples
 	caught
 	rc=$?
@@ -221,6 +232,7 @@ target_caught() {
 }
 
 target_survives() {
+	samples_here || return $KSFT_SKIP
 	target=$1 stress_prep=load_samples
 	survives
 	rc=$?
@@ -236,7 +248,7 @@ t_target_latch_rust() { target_survives sample_rust_latch; }
 # Registrations nmiclock must refuse, each with its error and one log
 # line (the C sample tries them at load with bad_registrations=1).
 t_target_bad_registrations() {
-	c=$(sample_ko nmiclock_target_c) || { echo "the target samples are not built"; return 1; }
+	c=$(sample_ko nmiclock_target_c) || { echo "SKIP: the target samples (nmiclock_target_c.ko, nmiclock_target_rust.ko) are not beside the module"; return 4; }
 	load || { echo "insmod failed"; return 1; }
 	mark badreg
 	ret=0
@@ -258,7 +270,7 @@ t_target_bad_registrations() {
 # is refused while the run holds it; unregistering the target stops the
 # run first and sets target back to nmiclock; then both unload, in order.
 t_target_unregister() {
-	c=$(sample_ko nmiclock_target_c) || { echo "the target samples are not built"; return 1; }
+	c=$(sample_ko nmiclock_target_c) || { echo "SKIP: the target samples (nmiclock_target_c.ko, nmiclock_target_rust.ko) are not beside the module"; return 4; }
 	wait_clocksource
 	load counter_bits=32 duration_s=60 || { echo "insmod failed"; return 1; }
 	ret=0

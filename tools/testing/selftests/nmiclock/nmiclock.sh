@@ -28,11 +28,12 @@
 #   -x PATTERN    leave out the cases whose function matches PATTERN
 #                 (grep -E, anchored at the start of the function name)
 #   -l            list the cases (function and description) and exit
+#   -h            print this and exit 0 (bad usage prints it and exits 1)
 #
 # Runs as root, in the VM (scripts/vm-run) or on a machine whose running
 # kernel the module was built for.  Loads and unloads the module itself; a
 # copy already loaded is unloaded first.  Exit status is kselftest's:
-# 0 all passed, 1 something failed, 4 everything skipped.  The last line is
+# 0 all passed, 1 something failed (or bad usage), 4 everything skipped.  The last line is
 # "N passed, N failed, N skipped".
 #
 # The cases live in cases_*.sh beside this script, the helpers they share
@@ -54,7 +55,8 @@ while getopts qm:c:t:x:lh opt; do
 	t) pattern=$OPTARG ;;
 	x) exclude=$OPTARG ;;
 	l) list=1 ;;
-	*) sed -n '4,39p' "$0" | sed 's/^# \{0,1\}//'; exit 4 ;;
+	h) sed -n '4,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) sed -n '4,40p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 1 ;;
 	esac
 done
 
