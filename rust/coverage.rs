@@ -27,6 +27,14 @@
 //! the distinct windows a read lay wholly inside ([`Hit::inside`],
 //! [`Hit::seq`]).
 //!
+//! The kernel's own clocks are updated by the kernel: where the function
+//! that updates one can be bracketed (a kretprobe, [`crate::target`]), its
+//! entry and return mark a *kernel window* on its CPU ([`kernel_enter`],
+//! [`kernel_leave`]), kept apart from the writers' marks since nmiclock's
+//! own writers keep running beside it; a reader of a kernel clock looks at
+//! them with a [`KernelView`] on each side of its read
+//! ([`kernel_hit`]).
+//!
 //! Under QEMU TCG an interrupt is taken only between translated blocks, so
 //! an NMI lands inside a window at a block boundary there (the writer's
 //! calls inside its window make some) or when the host preempts the vCPU
@@ -49,6 +57,8 @@ struct Slot {
     window: AtomicU32,
     /// Windows entered on this CPU.
     entered: AtomicU64,
+    /// This CPU is inside the bracketed kernel update (1), or not (0).
+    kernel: AtomicU32,
 }
 
 static SLOTS: PerCpu<Slot> = PerCpu::new();
@@ -61,6 +71,13 @@ static SEQ: AtomicU32 = AtomicU32::new(0);
 /// The window entered last, on any CPU (`Window as u32`): the clock's
 /// writers exclude each other, so it is the one open, if one is.
 static LAST: AtomicU32 = AtomicU32::new(0);
+
+/// Kernel windows open right now, on all CPUs.
+static KERNEL_OPEN: AtomicU32 = AtomicU32::new(0);
+/// Kernel windows entered since the last [`kernel_reset`], on all CPUs.
+static KERNEL_SEQ: AtomicU32 = AtomicU32::new(0);
+/// The same, counted wide (the run's `kernel_update_calls`).
+static KERNEL_CALLS: AtomicU64 = AtomicU64::new(0);
 
 /// The marks' per-CPU slots, installed at load; dropping it removes them.
 pub(crate) struct Installed(());
@@ -188,6 +205,82 @@ impl Hit {
     /// Whether the read met any window.
     pub(crate) fn any(&self) -> bool {
         self.local.is_some() || self.remote
+    }
+}
+
+/// This CPU enters the bracketed kernel update. Any context, the probed
+/// function's included.
+pub(crate) fn kernel_enter() {
+    SLOTS.with_this_cpu(|s| s.kernel.store(1, Ordering::Release));
+    KERNEL_CALLS.fetch_add(1, Ordering::Relaxed);
+    KERNEL_OPEN.fetch_add(1, Ordering::AcqRel);
+    KERNEL_SEQ.fetch_add(1, Ordering::AcqRel);
+}
+
+/// This CPU leaves the bracketed kernel update.
+pub(crate) fn kernel_leave() {
+    // Only an entry still marked is closed: one that kernel_reset()
+    // forgot is not counted twice.
+    let was = SLOTS
+        .with_this_cpu(|s| s.kernel.swap(0, Ordering::AcqRel))
+        .unwrap_or(0);
+    if was != 0 {
+        KERNEL_OPEN.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Forgets the kernel windows, before a bracket is registered: one torn
+/// down inside the update never saw its return.
+pub(crate) fn kernel_reset() {
+    SLOTS.with(|slots| {
+        for (_, s) in slots.iter() {
+            s.kernel.store(0, Ordering::Relaxed);
+        }
+    });
+    KERNEL_OPEN.store(0, Ordering::Relaxed);
+    KERNEL_SEQ.store(0, Ordering::Relaxed);
+    KERNEL_CALLS.store(0, Ordering::Relaxed);
+}
+
+/// Kernel windows entered since the last [`kernel_reset`].
+pub(crate) fn kernel_calls() -> u64 {
+    KERNEL_CALLS.load(Ordering::Relaxed)
+}
+
+/// What a reader sees of the kernel windows at one instant.
+#[derive(Clone, Copy)]
+pub(crate) struct KernelView {
+    local: u32,
+    open: u32,
+    seq: u32,
+}
+
+impl KernelView {
+    /// Looks now. Any context, NMI included.
+    #[inline]
+    pub(crate) fn now() -> Self {
+        Self {
+            local: SLOTS
+                .with_this_cpu(|s| s.kernel.load(Ordering::Acquire))
+                .unwrap_or(0),
+            open: KERNEL_OPEN.load(Ordering::Acquire),
+            seq: KERNEL_SEQ.load(Ordering::Acquire),
+        }
+    }
+}
+
+/// Whether a read between two [`KernelView`]s (on one CPU) met a kernel
+/// window: `Some(true)` on its own CPU (the read interrupted the update),
+/// `Some(false)` on another CPU, `None` if not.
+#[inline]
+pub(crate) fn kernel_hit(before: KernelView, after: KernelView) -> Option<bool> {
+    let mine = before.local | after.local;
+    if mine != 0 {
+        Some(true)
+    } else if before.open > 0 || after.open > 0 || before.seq != after.seq {
+        Some(false)
+    } else {
+        None
     }
 }
 

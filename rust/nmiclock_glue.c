@@ -25,10 +25,12 @@
 #include <linux/debugfs.h>
 #include <linux/delay.h>
 #include <linux/hrtimer.h>
+#include <linux/kprobes.h>
 #include <linux/kthread.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
 #include <linux/perf_event.h>
+#include <linux/rcupdate.h>
 #include <linux/sched/clock.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
@@ -236,6 +238,17 @@ void nmiclock_kthread_stop(struct task_struct *t)
 
 bool nmiclock_kthread_should_stop(void)
 {
+	/*
+	 * A kthread that polls this in a loop that never sleeps (a stress
+	 * run's writers) passes here through a Tasks RCU quiescent state, as
+	 * cond_resched_tasks_rcu_qs() does (a macro: Rust cannot call it).
+	 * Otherwise, on a preemptible kernel, it holds Tasks RCU off until the
+	 * run ends, and with it the kprobe optimizer, which waits for Tasks
+	 * RCU holding text_mutex, which CPU hotplug needs: a run of a kernel
+	 * clock, whose update a kretprobe brackets, then never sees a CPU go
+	 * offline.
+	 */
+	rcu_tasks_qs(current, false);
 	return kthread_should_stop();
 }
 
@@ -437,6 +450,88 @@ void nmiclock_perf_release(struct perf_event *event)
 {
 	perf_event_release_kernel(event);
 }
+
+/* ---- kretprobes ---------------------------------------------------------------- */
+
+#ifdef CONFIG_KRETPROBES
+struct nmiclock_bracket {
+	struct kretprobe krp;
+	void (*fn)(const void *data, bool entered);
+	const void *data;
+};
+
+static int nmiclock_bracket_entered(struct kretprobe_instance *ri,
+				    struct pt_regs *regs)
+{
+	struct nmiclock_bracket *b =
+		container_of(get_kretprobe(ri), struct nmiclock_bracket, krp);
+
+	b->fn(b->data, true);
+	return 0;
+}
+NOKPROBE_SYMBOL(nmiclock_bracket_entered);
+
+static int nmiclock_bracket_returned(struct kretprobe_instance *ri,
+				     struct pt_regs *regs)
+{
+	struct nmiclock_bracket *b =
+		container_of(get_kretprobe(ri), struct nmiclock_bracket, krp);
+
+	b->fn(b->data, false);
+	return 0;
+}
+NOKPROBE_SYMBOL(nmiclock_bracket_returned);
+
+struct nmiclock_bracket *nmiclock_bracket_new(const char *symbol,
+					      void (*fn)(const void *data, bool entered),
+					      const void *data)
+{
+	struct nmiclock_bracket *b = kzalloc(sizeof(*b), GFP_KERNEL);
+	int ret;
+
+	if (!b)
+		return ERR_PTR(-ENOMEM);
+	b->fn = fn;
+	b->data = data;
+	b->krp.kp.symbol_name = symbol;
+	b->krp.entry_handler = nmiclock_bracket_entered;
+	b->krp.handler = nmiclock_bracket_returned;
+	ret = register_kretprobe(&b->krp);
+	if (ret) {
+		kfree(b);
+		return ERR_PTR(ret);
+	}
+	return b;
+}
+
+unsigned long nmiclock_bracket_missed(const struct nmiclock_bracket *b)
+{
+	return READ_ONCE(b->krp.nmissed) + READ_ONCE(b->krp.kp.nmissed);
+}
+
+void nmiclock_bracket_free(struct nmiclock_bracket *b)
+{
+	/* Waits for an RCU grace period: no handler runs after it. */
+	unregister_kretprobe(&b->krp);
+	kfree(b);
+}
+#else
+struct nmiclock_bracket *nmiclock_bracket_new(const char *symbol,
+					      void (*fn)(const void *data, bool entered),
+					      const void *data)
+{
+	return ERR_PTR(-EOPNOTSUPP);
+}
+
+unsigned long nmiclock_bracket_missed(const struct nmiclock_bracket *b)
+{
+	return 0;
+}
+
+void nmiclock_bracket_free(struct nmiclock_bracket *b)
+{
+}
+#endif
 
 /* ---- CPUs and CPU hotplug ----------------------------------------------------- */
 

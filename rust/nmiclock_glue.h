@@ -18,6 +18,8 @@
  *    none either.
  *  - perf kernel counters, NMI handlers and NMI IPIs: none either, and the
  *    IPI goes through an arch static call.
+ *  - kretprobes: none either; the handler finds its data with the inline
+ *    get_kretprobe().
  *  - cpumask, tsc_khz, the kernel's clocks, irq flags, ndelay(), TICK_NSEC,
  *    context tests, the hypervisor's identity (CPUID, the SMCCC UID, the
  *    device tree): macros, inline functions and arch data bindgen does
@@ -131,7 +133,11 @@ void nmiclock_timer_free(struct nmiclock_timer *t);
 struct task_struct *nmiclock_kthread_start(unsigned int cpu,
 					   const struct nmiclock_callback *cb);
 void nmiclock_kthread_stop(struct task_struct *t);
-/* In a kthread of nmiclock_kthread_start() or nmiclock_cpu_threads_start(): */
+/*
+ * In a kthread of nmiclock_kthread_start() or nmiclock_cpu_threads_start().
+ * nmiclock_kthread_should_stop() is also a Tasks RCU quiescent state, for
+ * the loops that poll it and never sleep.
+ */
 bool nmiclock_kthread_should_stop(void);
 void nmiclock_kthread_prepare_to_sleep(void);
 void nmiclock_kthread_sleep(unsigned int max_ms);
@@ -210,6 +216,27 @@ void nmiclock_ipi_add(struct nmiclock_ipi *ipi, unsigned int cpu);
 /* Sends an NMI IPI to the CPUs of the mask that are online. */
 void nmiclock_ipi_send(struct nmiclock_ipi *ipi);
 void nmiclock_ipi_free(struct nmiclock_ipi *ipi);
+
+/* ---- kretprobes ---------------------------------------------------------------- */
+
+struct nmiclock_bracket;
+
+/*
+ * A kretprobe on the kernel function @symbol that calls @fn(@data, true)
+ * when the function is entered and @fn(@data, false) when it returns, on
+ * the CPU that runs it, in the context the function runs in (the
+ * kretprobe's handlers: preemption off, and as the probed function may
+ * be, with interrupts off and its locks held); or an ERR_PTR:
+ * -EOPNOTSUPP without CONFIG_KRETPROBES, -ENOENT for no such symbol,
+ * -EINVAL where kprobes may not go.  Task context; may sleep.
+ */
+struct nmiclock_bracket *nmiclock_bracket_new(const char *symbol,
+					      void (*fn)(const void *data, bool entered),
+					      const void *data);
+/* Calls the probed function made that @fn missed (no free instance). */
+unsigned long nmiclock_bracket_missed(const struct nmiclock_bracket *b);
+/* Unregisters and frees @b: no call of @fn is in flight after it. May sleep. */
+void nmiclock_bracket_free(struct nmiclock_bracket *b);
 
 /* ---- CPUs and CPU hotplug ----------------------------------------------------------- */
 

@@ -127,7 +127,7 @@ settings! {
         "start a stress run at load";
     /// Window hits below which a run without anomaly is inconclusive.
     MinWindowHits "min_window_hits": Kind::Number { min: 0, max: 1_000_000_000 }, default "0",
-        false, "window hits a run without anomaly needs to end SUCCESS, not INCONCLUSIVE (0: 100 per second of duration_s)";
+        false, "window hits a run without anomaly needs to end SUCCESS, not INCONCLUSIVE (0: 100 per second of duration_s, 1 for a kernel clock)";
     /// When the stress run ends.
     Until "until": Kind::Names(Until::NAMES), default "duration", false,
         concat!("end the stress run after duration_s; at its verdict (first anomaly, or min_window_hits reached) with duration_s the cap; or coverage: at an anomaly, else after duration_s once the window hits are met, ", crate::choices::coverage_cap!(), " x duration_s at most");

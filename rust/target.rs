@@ -6,7 +6,9 @@
 //!   against its counter ([`crate::torture`]);
 //! - the kernel's clocks meant for NMI context or the scheduler
 //!   ([`BUILTIN`] after the first), read through the glue and judged by
-//!   what each promises ([`PROMISES`]);
+//!   what each promises ([`PROMISES`]); the function that updates each
+//!   ([`KernelUpdate`]) is bracketed by a kretprobe during the run, so
+//!   that the reads that met the kernel inside it count as window hits;
 //! - clocks other modules register (`include/nmiclock.h`), up to
 //!   [`MAX_REGISTERED`], judged as a `sched_clock` replacement must be: per
 //!   CPU and across CPUs monotonic, at the rate of `CLOCK_MONOTONIC_RAW`.
@@ -22,13 +24,17 @@
 //! while it is used is in the types of [`crate::ffi::target`]: this module
 //! only decides what to read.
 
-use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 
+use kernel::c_str;
 use kernel::prelude::*;
+use kernel::str::CStr;
 
 use crate::clock::{Window, Writer};
+use crate::coverage;
 use crate::coverage::Marker;
 use crate::ffi;
+use crate::ffi::kprobe::{Bracket, Edge};
 use crate::ffi::target::{Declared, Locked, Registering, TargetPin, Unregistering};
 use crate::registry::{
     lookup, store_name, valid_name, SlotName, BUILTIN, MAX_REGISTERED, NAME_MAX, NMICLOCK, SLOTS,
@@ -109,6 +115,165 @@ pub(crate) static PROMISES: [Promise; 8] = [
         source: "kernel/time/timekeeping.c: as ktime_get_mono_fast_ns; CLOCK_REALTIME is stepped by settimeofday and adjtimex",
     },
 ];
+
+/// How the kernel updates one of its clocks: the function a run brackets
+/// (entering it opens a window, its return closes it), and what runs it.
+pub(crate) struct KernelUpdate {
+    /// The function bracketed.
+    pub(crate) symbol: &'static CStr,
+    /// What the bracket holds: the clock's own update, and what else.
+    pub(crate) holds: &'static str,
+    /// What runs the update, and so which disturbance exercises it.
+    pub(crate) run_by: &'static str,
+}
+
+/// The timekeeper's update, which writes the fast timekeeper's latches.
+/// `update_fast_timekeeper()` is inlined into it, so the bracket is wider
+/// than the latch.
+static TIMEKEEPING_UPDATE: KernelUpdate = KernelUpdate {
+    symbol: c_str!("timekeeping_update"),
+    holds: "both fast timekeeper latches (tk_fast_mono, tk_fast_raw), and around them the timekeeper's cached values, the vsyscall data and the shadow copy: wider than a latch",
+    run_by: "the tick on the timekeeping CPU; also each clocksource switch, settimeofday and adjtimex frequency change",
+};
+
+/// x86's `sched_clock()`: the per-CPU cyc2ns latch.
+#[cfg(target_arch = "x86_64")]
+static SCHED_CLOCK_UPDATE: KernelUpdate = KernelUpdate {
+    symbol: c_str!("__set_cyc2ns_scale"),
+    holds: "one CPU's cyc2ns latch update (arch/x86/kernel/tsc.c)",
+    run_by: "boot, the TSC's refined calibration, and cpufreq without a constant TSC: nothing a run does",
+};
+
+/// The generic `sched_clock()` (arm64): its latch.
+#[cfg(target_arch = "aarch64")]
+static SCHED_CLOCK_UPDATE: KernelUpdate = KernelUpdate {
+    symbol: c_str!("update_sched_clock"),
+    holds: "the generic sched_clock's latch update (kernel/time/sched_clock.c)",
+    run_by: "its wrap timer (about hourly for a 56-bit counter) and suspend: nothing a run does",
+};
+
+/// The update of each built-in target, in [`BUILTIN`] order (`None` for
+/// nmiclock's own clock, whose writers mark their windows themselves).
+/// `local_clock()` is `sched_clock()` while the scheduler's clock is stable,
+/// and otherwise clamps it per CPU inside the read itself.
+static KERNEL_UPDATES: [Option<&KernelUpdate>; 8] = [
+    None,
+    Some(&SCHED_CLOCK_UPDATE),
+    Some(&SCHED_CLOCK_UPDATE),
+    Some(&TIMEKEEPING_UPDATE),
+    Some(&TIMEKEEPING_UPDATE),
+    Some(&TIMEKEEPING_UPDATE),
+    Some(&TIMEKEEPING_UPDATE),
+    Some(&TIMEKEEPING_UPDATE),
+];
+
+/// Whether a kernel clock's run bracketed its update: 0 if it did, else
+/// the error of the last attempt (positive errno); -1 before any.
+static BRACKET_ERROR: AtomicI32 = AtomicI32::new(-1);
+/// Calls the kernel's bracket missed in the run (or the last), when it
+/// ended.
+static BRACKET_MISSED: AtomicU64 = AtomicU64::new(0);
+
+/// Whether the reads of a kernel clock's run can have met its update.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KernelCoverage {
+    /// Bracketed, and the kernel ran it during the run.
+    Exercised,
+    /// Bracketed, but the kernel did not run it during the run.
+    NotExercised,
+    /// It could not be bracketed (the error).
+    NotBracketed(i32),
+}
+
+impl KernelCoverage {
+    /// As `stats` shows it.
+    pub(crate) fn text(self) -> &'static str {
+        match self {
+            Self::Exercised => "exercised",
+            Self::NotExercised => "update not exercised",
+            Self::NotBracketed(_) => "update not bracketed",
+        }
+    }
+
+    /// As the End of test line shows it (one word).
+    pub(crate) fn word(self) -> &'static str {
+        match self {
+            Self::Exercised => "exercised",
+            Self::NotExercised => "update_not_exercised",
+            Self::NotBracketed(_) => "update_not_bracketed",
+        }
+    }
+}
+
+/// The update of the run's kernel clock (or the last run's), if it reads one.
+fn kernel_update() -> Option<&'static KernelUpdate> {
+    KERNEL_UPDATES.get(run_index()).copied().flatten()
+}
+
+/// What the run's (or the last run's) kernel clock coverage is: `None`
+/// unless it reads a kernel clock.
+pub(crate) fn kernel_coverage() -> Option<KernelCoverage> {
+    kernel_update()?;
+    Some(match BRACKET_ERROR.load(Ordering::Relaxed) {
+        0 if coverage::kernel_calls() > 0 => KernelCoverage::Exercised,
+        0 => KernelCoverage::NotExercised,
+        e => KernelCoverage::NotBracketed(e),
+    })
+}
+
+/// Calls of the bracketed kernel update in the run (or the last), and
+/// calls the bracket missed; 0 unless it read a kernel clock.
+pub(crate) fn kernel_update_counts() -> (u64, u64) {
+    if kernel_update().is_none() {
+        return (0, 0);
+    }
+    (
+        coverage::kernel_calls(),
+        BRACKET_MISSED.load(Ordering::Relaxed),
+    )
+}
+
+/// Brackets `u` for a run: its entries and returns mark the kernel
+/// windows. A failure is one log line; the run goes on without coverage.
+fn bracket(name: &str, u: &'static KernelUpdate) -> Option<KernelBracket> {
+    coverage::kernel_reset();
+    BRACKET_MISSED.store(0, Ordering::Relaxed);
+    match Bracket::new(u.symbol, |e| match e {
+        Edge::Enter => coverage::kernel_enter(),
+        Edge::Leave => coverage::kernel_leave(),
+    }) {
+        Ok(b) => {
+            BRACKET_ERROR.store(0, Ordering::Relaxed);
+            Some(KernelBracket(b))
+        }
+        Err(e) => {
+            let errno = e.to_errno().saturating_neg();
+            BRACKET_ERROR.store(errno.max(1), Ordering::Relaxed);
+            pr_info!(
+                "start: {}: cannot bracket {}() (error {}{}): window hits are not counted\n",
+                name,
+                u.symbol.to_str().unwrap_or("?"),
+                -errno,
+                if Bracket::unsupported(e) {
+                    ", a kernel without CONFIG_KRETPROBES"
+                } else {
+                    ""
+                }
+            );
+            None
+        }
+    }
+}
+
+/// A kernel clock's bracket, held by the run; dropping it unregisters the
+/// probe and keeps what it missed.
+struct KernelBracket(Bracket);
+
+impl Drop for KernelBracket {
+    fn drop(&mut self) {
+        BRACKET_MISSED.store(self.0.missed(), Ordering::Relaxed);
+    }
+}
 
 /// What a registered target must do unless it declares otherwise: a
 /// `sched_clock` replacement's promise.
@@ -274,6 +439,8 @@ pub(crate) enum Kind {
 /// target's [`TargetPin`]; nothing for a built-in one).
 pub(crate) struct Pinned {
     _pin: Option<TargetPin>,
+    /// A kernel clock's update, bracketed for the run.
+    _bracket: Option<KernelBracket>,
 }
 
 impl Pinned {
@@ -288,7 +455,16 @@ impl Pinned {
         RUN_UPDATE.store(false, Ordering::Relaxed);
         if index < BUILTIN.len() {
             RUN_INDEX.store(index, Ordering::Release);
-            return Ok(Self { _pin: None });
+            let name = BUILTIN.get(index).copied().unwrap_or("?");
+            let bracket = KERNEL_UPDATES
+                .get(index)
+                .copied()
+                .flatten()
+                .and_then(|u| bracket(name, u));
+            return Ok(Self {
+                _pin: None,
+                _bracket: bracket,
+            });
         }
         let slot = SLOTS.get(index - BUILTIN.len()).ok_or(EINVAL)?;
         let t = match slot.target.load(&l) {
@@ -310,7 +486,10 @@ impl Pinned {
         RUN_RATE.store(slot.rate.load(Ordering::Relaxed), Ordering::Relaxed);
         RUN_UPDATE.store(t.has_update(), Ordering::Relaxed);
         RUN_INDEX.store(index, Ordering::Release);
-        Ok(Self { _pin: Some(pin) })
+        Ok(Self {
+            _pin: Some(pin),
+            _bracket: None,
+        })
     }
 }
 
@@ -447,8 +626,19 @@ impl core::fmt::Display for Allowance {
 /// Writes the `stats` lines of the targets: how many are registered, and
 /// the promise of the one selected.
 pub(crate) fn show(w: &mut impl core::fmt::Write) -> core::fmt::Result {
-    let p = promise_of(settings::target_index());
+    let index = settings::target_index();
+    let p = promise_of(index);
     writeln!(w, "registered_targets: {}", crate::registry::registered())?;
+    match KERNEL_UPDATES.get(index).copied().flatten() {
+        Some(u) => writeln!(
+            w,
+            "kernel_update: {}() (holds {}; run by {})",
+            u.symbol.to_str().unwrap_or("?"),
+            u.holds,
+            u.run_by
+        )?,
+        None => writeln!(w, "kernel_update: -")?,
+    }
     writeln!(
         w,
         "target_promise: per_cpu_step_back_ns={} cross_cpu_step_back_ns={} raw_rate={} ({})",

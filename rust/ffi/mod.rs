@@ -6,7 +6,7 @@
 //! nmiclock.ko is a composite object (see `Kbuild`): this crate linked with
 //! `rust/nmiclock_glue.c`, for what the 6.12 `kernel` crate does not wrap
 //! (debugfs and `seq_file`, hrtimers, kthreads, the workqueue, CPU hotplug,
-//! perf counters, NMI handlers and IPIs, cpumask, the counter's rate,
+//! perf counters, NMI handlers and IPIs, kretprobes, cpumask, the counter's rate,
 //! exports: `rust/nmiclock_glue.h` says why each is there), and with
 //! `rust/nmiclock_glue_x86.c` or `rust/nmiclock_glue_arm64.c` for what
 //! differs per architecture. `Kbuild` runs the kernel's `$(BINDGEN)`, with
@@ -32,6 +32,8 @@
 //! - [`workqueue`]: a work item running a closure ([`workqueue::Work`]);
 //! - [`nmi`]: perf counters and the `NMI_LOCAL` handler calling closures
 //!   from NMI context, and the NMI IPI ([`nmi::NmiIpi`]);
+//! - [`kprobe`]: a kretprobe calling a closure as a kernel function is
+//!   entered and returns ([`kprobe::Bracket`]);
 //! - [`cpu`]: CPU ids, hotplug callbacks ([`cpu::Hotplug`]) and the hotplug
 //!   lock, interrupts and preemption, delays;
 //! - [`time`]: the kernel's clocks, the counter's rate, `TICK_NSEC`;
@@ -57,7 +59,8 @@
 //! is a closure owned by the wrapper that registered it, reached through a
 //! generic trampoline (`*_trampoline::<F>`), so the callee is known at
 //! compile time and nothing is found by symbol name. The trampolines of
-//! [`nmi`] are the module's NMI-context entry points and those of
+//! [`nmi`] are the module's NMI-context entry points (with [`kprobe`]'s,
+//! which runs inside the kernel's timekeeping update) and those of
 //! [`hrtimer`] its hard-IRQ ones: `scripts/check-nmi-context` roots its
 //! call-graph walk there.
 
@@ -66,6 +69,7 @@ pub(crate) mod cpu;
 pub(crate) mod debugfs;
 pub(crate) mod hrtimer;
 pub(crate) mod hypervisor;
+pub(crate) mod kprobe;
 pub(crate) mod kthread;
 pub(crate) mod nmi;
 pub(crate) mod params;

@@ -61,7 +61,7 @@ use crate::bench::LatHist;
 use crate::clock::{elapsed_bound, Reading, Window};
 use crate::counter::Counter;
 use crate::counters::counters;
-use crate::coverage::{Hit, View};
+use crate::coverage::{kernel_hit, Hit, KernelView, View};
 use crate::cyc_ns::{cyc_to_ns, mul_u64_u32_shr};
 use crate::ffi;
 use crate::ffi::cpu::Context;
@@ -671,24 +671,27 @@ fn sample_target(c: &Cpu, ctx: Context) {
     let high = TARGET_HIGH.load(Ordering::Acquire);
     let Timed {
         hit,
+        before,
         ref_lo,
         ref_hi,
         value: ns,
+        after,
         at,
-        ..
-    } = timed(c, ctx, || (), target::read, || ());
+    } = timed(c, ctx, KernelView::now, target::read, KernelView::now);
     let (ns, stalled) = ns;
     if stalled {
         stall(c, ctx, ns, at);
     }
-    // Only a registered target's updates are its windows (nmiclock's own
-    // clock keeps updating beside it).
-    if hit.window == Some(Window::Target) {
-        inc(if hit.local.is_some() {
-            &c.hits_local
-        } else {
-            &c.hits_remote
-        });
+    // Only the target's own updates are its windows (nmiclock's own clock
+    // keeps updating beside it): a registered target's `update`, or the
+    // kernel's bracketed update of its clock.
+    let met = if target::run_kind() == target::Kind::Kernel {
+        kernel_hit(before, after)
+    } else {
+        (hit.window == Some(Window::Target)).then_some(hit.local.is_some())
+    };
+    if let Some(local) = met {
+        inc(if local { &c.hits_local } else { &c.hits_remote });
     }
     let mut good = true;
     if c.has_base.load(Ordering::Relaxed) {

@@ -5,8 +5,9 @@
 //!
 //! The verdict: `FAILURE` when any anomaly was counted (`errors`);
 //! otherwise `INCONCLUSIVE` when the samples met fewer writer windows than
-//! `min_window_hits` asks (`window_hits_needed`: the setting, or 100 per
-//! second of `duration_s` when it is 0), since a run whose reads never met
+//! `min_window_hits` asks (`window_hits_needed`: the setting, or when it is
+//! 0, 100 per second of `duration_s`, 1 for a kernel clock, whose bracketed
+//! update the kernel runs when it will), since a run whose reads never met
 //! a writer inside its update proves nothing; else `SUCCESS`.
 
 use core::fmt::{self, Write};
@@ -27,9 +28,14 @@ use crate::target;
 /// One log line (printk takes one string).
 type Line = FmtBuf<2048>;
 
-/// What one printk record holds (the kernel's `PRINTKRB_RECORD_MAX`),
-/// the log prefix and the newline included.
+/// What one printk record holds (the kernel's `PRINTKRB_RECORD_MAX`):
+/// `vprintk_store()` formats the whole message, the level marker (2
+/// bytes), the log prefix and the newline included, into that many bytes
+/// with its terminating NUL, then strips the marker and the newline.
 const RECORD_MAX: usize = 1024;
+/// What a message spends of [`RECORD_MAX`] besides its prefix and text:
+/// the level marker, the newline and the NUL.
+const RECORD_OVERHEAD: usize = 4;
 /// The log prefix of every line (`pr_fmt`).
 const PREFIX: &str = "nmiclock: ";
 /// The header of an End of test line's continuation records.
@@ -60,16 +66,21 @@ impl Verdict {
     }
 }
 
+/// The same for a kernel clock, whose bracketed update the kernel runs
+/// when it will (the timekeeper's: once a tick, a few microseconds each
+/// under emulation), not back to back as nmiclock's writers do.
+const KERNEL_HITS_PER_SECOND: u64 = 1;
+
 /// Window hits a run without anomaly needs to end `SUCCESS`.
 pub(crate) fn hits_needed() -> u64 {
-    // The kernel's clocks update themselves, out of sight, and a
-    // registered target without an update has no window: no coverage.
-    match target::run_kind() {
-        target::Kind::Kernel | target::Kind::Registered { update: false } => return 0,
-        _ => {}
-    }
+    let per_second = match target::run_kind() {
+        // A registered target without an update has no window.
+        target::Kind::Registered { update: false } => return 0,
+        target::Kind::Kernel => KERNEL_HITS_PER_SECOND,
+        _ => HITS_PER_SECOND,
+    };
     match settings::number(Key::MinWindowHits) {
-        0 => HITS_PER_SECOND.saturating_mul(u64::from(settings::number(Key::DurationS))),
+        0 => per_second.saturating_mul(u64::from(settings::number(Key::DurationS))),
         n => u64::from(n),
     }
 }
@@ -252,6 +263,14 @@ pub(crate) fn end_of_test(why: &str) {
     for (k, v) in first_anomaly() {
         let _ = write!(line, " {k}={v}");
     }
+    if let Some(k) = target::kernel_coverage() {
+        let (calls, _) = target::kernel_update_counts();
+        let _ = write!(
+            line,
+            " kernel_update_calls={calls} kernel_update_coverage={}",
+            k.word()
+        );
+    }
     if nmiclock {
         let _ = write!(
             line,
@@ -262,7 +281,8 @@ pub(crate) fn end_of_test(why: &str) {
     // One record if it fits, else continuation records, each cut before a
     // field: a printk record longer than RECORD_MAX is cut off.
     let head = FmtBuf::<256>::from_fmt(format_args!("End of test: {} ({}):", verdict.name(), why));
-    let room = |header: &str| RECORD_MAX.saturating_sub(PREFIX.len() + header.len() + 1);
+    let room =
+        |header: &str| RECORD_MAX.saturating_sub(PREFIX.len() + header.len() + RECORD_OVERHEAD);
     let (first, mut rest) = split_at_field(line.as_str(), room(head.as_str()));
     pr_info!("{}{}\n", head, first);
     while !rest.is_empty() {
@@ -295,6 +315,16 @@ pub(crate) fn stats(w: &mut impl Write) -> fmt::Result {
     }
     writeln!(w, "errors: {}", t.errors())?;
     writeln!(w, "window_hits_needed: {}", hits_needed())?;
+    let (calls, missed) = target::kernel_update_counts();
+    writeln!(w, "kernel_update_calls: {calls}")?;
+    writeln!(w, "kernel_update_missed: {missed}")?;
+    match target::kernel_coverage() {
+        Some(k @ target::KernelCoverage::NotBracketed(e)) => {
+            writeln!(w, "kernel_update_coverage: {} (error -{e})", k.text())?
+        }
+        Some(k) => writeln!(w, "kernel_update_coverage: {}", k.text())?,
+        None => writeln!(w, "kernel_update_coverage: -")?,
+    }
     for (k, v) in first_anomaly() {
         writeln!(w, "{k}: {v}")?;
     }

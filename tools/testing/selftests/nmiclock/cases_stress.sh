@@ -378,9 +378,10 @@ section() {
 # The End of test line is never cut: with every setting at its longest
 # value and the longest kernel clock's name as the target, each record it
 # is logged in (one, and continuation records if it outgrows one) fits in
-# a printk record (1024 bytes with the "nmiclock: " prefix and the
-# newline), every setting and count is there once, and the last record
-# ends with the line's last field.
+# a printk record (1020 bytes of text with the "nmiclock: " prefix: 1024
+# less the level marker, the newline and the NUL that vprintk_store()
+# formats with it), every setting and count is there once, and the last
+# record ends with the line's last field.
 t_end_of_test_whole() {
 	wait_clocksource
 	load clock=unprotected counter=$ORDERED counter_bits=64 tear_window_ns=1000000 \
@@ -404,9 +405,9 @@ t_end_of_test_whole() {
 	done <"$recs"
 	echo "$n records, the longest $longest bytes"
 	[ $n -ge 1 ] || { echo "no End of test line"; return 1; }
-	[ $longest -le 1023 ] || { echo "a record of $longest bytes: longer than printk keeps"; ret=1; }
+	[ $longest -le 1020 ] || { echo "a record of $longest bytes: longer than printk keeps"; ret=1; }
 	case $all in
-	*" first_anomaly_ns="*[0-9]) ;;
+	*" kernel_update_coverage="*[a-z]) ;;
 	*) echo "the last field is missing: ...${all##* }"; ret=1 ;;
 	esac
 	for k in clock counter counter_bits tear_window_ns acct nmi_source period_us update_us \

@@ -209,7 +209,7 @@ unload() {
 
 # The target samples (cases_target.sh), then nmiclock: they depend on it.
 unload_all() {
-	for m in nmiclock_target_c nmiclock_target_rust nmiclock_reader; do
+	for m in nmiclock_target_c nmiclock_target_rust nmiclock_reader nmiclock_trace_clocks; do
 		is_loaded $m && rmmod $m
 	done
 	# The zoo's modules (cases_zoo.sh).
