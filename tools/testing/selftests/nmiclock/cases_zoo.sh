@@ -156,7 +156,8 @@ zoo_add() {
 # ARCHES: where the kernel code ran (the models would run anywhere, but an
 # entry says what nmiclock catches where the bug was). A race between two
 # CPUs (arch_timer_seq, trace_global_plus1) is met less surely in arm64's
-# guest, whose single TCG thread runs one vCPU at a time.
+# guest, whose single TCG thread runs one vCPU at a time: arch_timer_seq
+# scales its gap wider there.
 zoo_add sc_seqcount 1809bfa44e10 aarch64 "generic sched_clock() under a seqcount, read from NMI"
 zoo_add fast_mono 4396e058c52e any "NMI-safe CLOCK_MONOTONIC: the timekeeper's seqcount, then the latch and its documented step"
 zoo_add tk_debug 27727df240c7 any "CONFIG_DEBUG_TIMEKEEPING's seqcount in the NMI path" \
