@@ -116,9 +116,11 @@
 
 /*
  * arm64's guest runs its vCPUs in turn on one TCG thread: an update lands
- * in a read's gap when the gap's delay yields to the writer's vCPU, and the
- * read is then caught only if another read follows before the clock is
- * past its excess, so the gap is wider there.
+ * in a read's gap only when the gap's delay yields to the writer's vCPU,
+ * so the gap is wider there.  (The read's excess is the slope change
+ * times the time from the update point to its counter read, which the
+ * gap bounds: a writer that yields at once after fixing the point keeps
+ * it small.)
  */
 #ifdef CONFIG_ARM64
 #define WINDOW_NS_DEFAULT 60000
