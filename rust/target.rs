@@ -611,14 +611,15 @@ fn promise_of(index: usize) -> Promise {
     }
 }
 
-/// A step-back allowance: its ns, or `none` when nothing is promised.
+/// A step-back allowance: its ns, or `any` when nothing is promised (as
+/// the documentation's tables say; 0 is no step allowed).
 struct Allowance(Option<u64>);
 
 impl core::fmt::Display for Allowance {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self.0 {
             Some(ns) => write!(f, "{ns}"),
-            None => f.write_str("none"),
+            None => f.write_str("any"),
         }
     }
 }

@@ -49,6 +49,19 @@ nmc_die() {
 	exit 2
 }
 
+# nmc_bisect_status RC: a run's exit status as `git bisect run` reads it:
+# 0 (SUCCESS) good, 1 (FAILURE) bad, 2 (bad usage) 128, which aborts the
+# bisection, and anything else 125, a skip: INCONCLUSIVE (4) says nothing
+# of the commit, nor do the harness's 121-125 (the module did not build or
+# load against it, the guest died, splatted or timed out).
+nmc_bisect_status() {
+	case $1 in
+	0 | 1) echo "$1" ;;
+	2) echo 128 ;;
+	*) echo 125 ;;
+	esac
+}
+
 # nmc_step N TOTAL MESSAGE: announce step N of TOTAL of a long job.
 nmc_step() {
 	local n=$1 total=$2
@@ -202,6 +215,10 @@ nmc_make_vars() {
 # The static arm64 busybox for arm64 guests, from Debian's
 # busybox-static:arm64 (scripts/provision --arch arm64 fetches it).
 NMC_ARM64_BUSYBOX=$NMC_CACHE/arm64/busybox
+# The Debian packages of vm-run --userspace debian (scripts/initramfs-debian):
+# dash as /bin/sh and kmod's module tools, as on a developer's machine.
+NMC_DEBIAN_USERSPACE="dash bash coreutils kmod util-linux mount procps grep sed
+mawk findutils diffutils"
 
 # nmc_results_host [ARCH]: one line naming where a run measured: the
 # host's CPU and the version of the QEMU that runs ARCH's guests (default

@@ -44,8 +44,8 @@
  *  - zoo_arch_timer_seq: (a), the v5.1 order: the parameters are checked,
  *    then the counter is read, so that an update landing in between makes
  *    the read extrapolate the old slope past the update point: too high
- *    by up to 2*s*window_ns, within the span (4 us at x86's defaults, 10
- *    us at arm64's) when the slope dropped.
+ *    by up to 2*s*window_ns within the span (4 us at x86's defaults; on
+ *    arm64, s times the writer's 40 us spin) when the slope dropped.
  *    nmiclock reports cross_cpu_backwards: the next task-context read, on
  *    either CPU, is below it; no stall.
  *  - zoo_arch_timer_seq_fixed: the counter read inside the section, before
@@ -70,8 +70,8 @@
  *    most) however long the writers pause.
  *  - The gap.  The vDSO's was a few instructions, long only when the
  *    reader was interrupted there.  Here the buggy read pauses @window_ns
- *    (default 20 us, 60 us on arm64, whose single TCG thread runs one vCPU
- *    at a time) between the check and the counter read when it runs
+ *    (default 20 us; 10 us on arm64, whose single TCG thread runs one
+ *    vCPU at a time, see FREEZE_SPIN_NS) between the check and the counter read when it runs
  *    in NMI or hard-IRQ context (nmiclock's samples: the interrupted
  *    reads), so that an update lands in it under emulation, and not in
  *    task context (the writers' reads, back to back: the uninterrupted
@@ -80,7 +80,8 @@
  *    pause, and the clock gains more in 20 us than the error.
  *  - The writer pauses @window_ns inside its second copy's write (no
  *    reader uses that copy then), so that update() takes about that long
- *    and the runs meet it (coverage).
+ *    and the runs meet it (coverage); on arm64 it also works 40 us past
+ *    its update point before it yields (FREEZE_SPIN_NS).
  * The counter of the first two is ktime_get_raw_fast_ns(), the raw clock's
  * ns standing in for cntvct_el0 (the forms run at the raw clock's rate);
  * the negative control's is the hardware counter itself.
@@ -115,22 +116,37 @@
 #include <nmiclock.h>		/* include/ of the nmiclock tree */
 
 /*
- * arm64's guest runs its vCPUs in turn on one TCG thread: an update lands
- * in a read's gap only when the gap's delay yields to the writer's vCPU,
- * so the gap is wider there.  (The read's excess is the slope change
- * times the time from the update point to its counter read, which the
- * gap bounds: a writer that yields at once after fixing the point keeps
- * it small.)
+ * arm64's guest runs its vCPUs in turn on one TCG thread, and a delay
+ * yields to the other vCPU: a read's gap meets an update only when it
+ * yields to the writer's vCPU and the writer runs the update there.  The
+ * read's excess is the slope change times the time from the update point
+ * to its counter read, and another read must follow within it.  A writer
+ * that yielded back at once after fixing its point (its pause is a delay)
+ * would keep the excess to a microsecond or two; a gap as long as the
+ * pause of every NMI would starve the interrupted CPU (an NMI each period,
+ * each taking most of it), so that the next read came tens of
+ * microseconds later, from the writer after its pause.  So on arm64 the
+ * writer works FREEZE_SPIN_NS past its update point without yielding (a
+ * loop on the counter: the update's work, scaled), a read whose short gap
+ * yielded to it reads at least that far past the point (an excess of
+ * s * 40 us: 4 us at the default slope), and the interrupted CPU reads
+ * again within it.  Measured in the arm64 guest (see samples/zoo/README.md):
+ * a 60 us gap took up to 51 s without the spin and missed 2 runs of 12
+ * in 60 s with it; this caught it within a second.  On x86's guest each vCPU has its thread: the gap
+ * runs on while the writer does, and its read comes up to the gap past
+ * the point.
  */
 #ifdef CONFIG_ARM64
-#define WINDOW_NS_DEFAULT 60000
+#define WINDOW_NS_DEFAULT 10000
+#define FREEZE_SPIN_NS	40000
 #else
 #define WINDOW_NS_DEFAULT 20000
+#define FREEZE_SPIN_NS	0
 #endif
 
 static unsigned int window_ns = WINDOW_NS_DEFAULT;
 module_param(window_ns, uint, 0444);
-MODULE_PARM_DESC(window_ns, "the buggy read's gap and the writer's pause, ns (default 20000, 60000 on arm64; at most 1000000)");
+MODULE_PARM_DESC(window_ns, "the buggy read's gap and the writer's pause, ns (default 20000, 10000 on arm64; at most 1000000)");
 
 static unsigned int slope_ppm = 100000;
 module_param(slope_ppm, uint, 0444);
@@ -314,6 +330,12 @@ static void zc_update(struct zclock *zc, u64 (*read)(void))
 	do {
 		u = max_t(u64, (u64)c, t);
 	} while (!atomic64_try_cmpxchg(&zc->upd, &c, (s64)(u | UPD_FROZEN)));
+	if (FREEZE_SPIN_NS) {		/* see FREEZE_SPIN_NS: no yield here */
+		u64 end = ktime_get_raw_fast_ns() + FREEZE_SPIN_NS;
+
+		while (ktime_get_raw_fast_ns() < end)
+			barrier();
+	}
 	zc_next(zc, &zc->tk, u);
 	tkr_store(&zc->base[0], &zc->tk, 0);
 	zc_latch(zc);			/* readers back to base[0] */

@@ -33,14 +33,23 @@ args=${args# }
 
 [ -w $D/bench ] || { echo "bench.sh: $D/bench missing: is nmiclock.ko loaded?" >&2; exit 4; }
 
-# ktime_get_mono_fast_ns() and the counter agree only once timekeeping runs
+# ktime_get_raw_fast_ns() and the counter agree only once timekeeping runs
 # on it (on x86 seconds after boot in a VM, when the TSC takes over).
 case $(uname -m) in aarch64) want=arch_sys_counter ;; *) want=tsc ;; esac
 cs=/sys/devices/system/clocksource/clocksource0/current_clocksource
 i=0
 while [ "$(cat $cs 2>/dev/null)" != $want ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 
-# Its NMI rows sample with the run's source: keep perf from throttling it.
+# Its NMI rows sample with the run's source: keep perf from throttling it,
+# and put the two sysctls back at exit (on a signal too).
+rate0=$(cat /proc/sys/kernel/perf_event_max_sample_rate 2>/dev/null)
+pct0=$(cat /proc/sys/kernel/perf_cpu_time_max_percent 2>/dev/null)
+if [ -n "$rate0" ] && [ -n "$pct0" ]; then
+	trap '"$(dirname "$0")/perf_unthrottle.sh" --restore "$rate0" "$pct0"' EXIT
+	trap 'exit 129' HUP
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+fi
 "$(dirname "$0")/perf_unthrottle.sh"
 echo "bench.sh: running nmiclock's benchmark ($args); this takes a while"
 echo "$args" >$D/bench || { echo "bench.sh: the benchmark failed" >&2; exit 1; }

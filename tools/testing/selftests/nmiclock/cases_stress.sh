@@ -312,6 +312,7 @@ t_rmmod_running() {
 }
 
 t_hotplug() {
+	destructive "takes CPU 1 offline and back" || return $KSFT_SKIP
 	cpu=/sys/devices/system/cpu/cpu1/online
 	[ -w "$cpu" ] || { echo "SKIP: no hotpluggable cpu1"; return 4; }
 	wait_clocksource

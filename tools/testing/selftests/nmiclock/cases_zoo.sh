@@ -69,11 +69,34 @@ zoo_found() {
 zoo_caught() {
 	zoo_applies "$2" || return $KSFT_SKIP
 	zoo_entry=$1 target=$3 stress_prep=zoo_load
-	caught min_window_hits=1000000000
-	rc=$?
+	tries=$(zoo_tries "$1") try=1
+	while :; do
+		caught min_window_hits=1000000000
+		rc=$?
+		[ $rc = 1 ] && [ "$verdict" = INCONCLUSIVE ] && [ $try -lt $tries ] || break
+		echo "not caught in run $try of $tries: a fresh run (zoo_tries)"
+		try=$((try + 1))
+	done
 	stress_prep=
 	[ $rc = $KSFT_XFAIL ] && echo "found: $(zoo_found)"
 	return $rc
+}
+
+# zoo_tries ENTRY: the runs (each of up to CATCH_CAP_S) a bug has to be
+# caught in; a run that ends with no anomaly goes to a fresh one (a new
+# load), which is not a weaker check: every run must still find the bug
+# or say nothing, and a bug missed in all of them fails.
+# arch_timer_seq on arm64: its race of two CPUs on one TCG thread (see
+# FREEZE_SPIN_NS in its module) was caught in 31 runs of 32 in the arm64
+# guest, 27 of them within 3 s, the slowest in 29 s; the 32nd met nothing
+# in 60 s. Such a
+# run stays blind to the end (its reads never fall so that another read
+# follows the high one within its excess), a fresh one does not.
+zoo_tries() {
+	case $1:$(uname -m) in
+	arch_timer_seq:aarch64) echo 2 ;;
+	*) echo 1 ;;
+	esac
 }
 
 # zoo_survive: survives(), in a run of ZOO_S (on past it until the

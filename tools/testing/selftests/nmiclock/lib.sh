@@ -178,9 +178,15 @@ EOF
 
 # --- scratch files ------------------------------------------------------------------
 
-# One directory per run, removed at exit; scratch FILE makes a file in it.
+# One directory per run, removed at exit (after what the suite changed on
+# the machine is put back, below); scratch FILE makes a file in it. A
+# signal ends the suite through the same exit. (Subshells, each case's
+# among them, do not inherit the traps.)
 SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/nmiclock-selftest.XXXXXX") || exit $KSFT_FAIL
-trap 'rm -rf "$SCRATCH"' EXIT
+trap 'restore_state; rm -rf "$SCRATCH"' EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 scratch() {
 	mktemp "$SCRATCH/${1:-tmp}.XXXXXX"
@@ -364,7 +370,7 @@ aarch64) ORDERED=cntvct_ordered BARE=cntvct CLOCKSOURCE=arch_sys_counter NMI_SOU
 *) ORDERED=tsc_ordered BARE=tsc CLOCKSOURCE=tsc NMI_SOURCE=ipi TEAR_WRAP_MS=128 ;;
 esac
 
-# wait_clocksource: the stress run's reference (ktime_get_mono_fast_ns)
+# wait_clocksource: the stress run's reference (ktime_get_raw_fast_ns)
 # disagrees with the counter until the kernel's timekeeping runs on it (on
 # x86 about 1.7 s after boot in the VM, when the TSC takes over): wait up
 # to 10 s for that. Once the kernel has marked the TSC unstable it never
@@ -382,6 +388,178 @@ wait_clocksource() {
 	echo "note: clocksource is $(cat $cs 2>/dev/null), not $CLOCKSOURCE: the stress run's reference is not counter-based" \
 		"($(dmesg | grep -m1 -o 'Marking TSC unstable.*' || echo "$CLOCKSOURCE not chosen"))"
 	touch "$SCRATCH/no-clocksource"
+}
+
+# --- what the suite changes on the machine, and puts back ------------------------
+
+# The destructive cases step the real-time clock and slew it, switch the
+# clocksource or take CPUs offline: they run only when asked, with -d or
+# NMICLOCK_DESTRUCTIVE=1 (nmiclock.sh sets DESTRUCTIVE), as the timers
+# selftests' run_destructive_tests. What a default run changes is the
+# perf sysctls (perf_unthrottle.sh), which it puts back at exit, on a
+# signal too; what a destructive case changes, it puts back itself, and the
+# exit puts back what a signal left changed. t_left_as_found checks it.
+
+# destructive WHAT: true when destructive cases run, else prints the SKIP
+# line, saying WHAT the case would do.
+destructive() {
+	[ "${DESTRUCTIVE:-0}" = 1 ] && return 0
+	echo "SKIP: it $1: a destructive case, run with -d or NMICLOCK_DESTRUCTIVE=1"
+	return 1
+}
+
+PERF_RATE=/proc/sys/kernel/perf_event_max_sample_rate
+PERF_PCT=/proc/sys/kernel/perf_cpu_time_max_percent
+CS_FILE=/sys/devices/system/clocksource/clocksource0/current_clocksource
+CPUS_ONLINE=/sys/devices/system/cpu/online
+
+# ntp_freq: NTP's frequency offset (adjtimex -f units, 2^-16 ppm), empty
+# without adjtimex, which then goes unchecked, and is said so. busybox's
+# applet prints it with no option ("freq.adjust: N"), Debian's adjtimex
+# package with -p ("frequency: N"); both set it with -f.
+ntp_freq() {
+	command -v adjtimex >/dev/null || return 0
+	out=$(adjtimex 2>/dev/null)
+	[ -n "$out" ] || out=$(adjtimex -p 2>/dev/null)
+	printf '%s\n' "$out" | sed -n -e 's/.*freq\.adjust: *\(-\{0,1\}[0-9][0-9]*\).*/\1/p' \
+		-e 's/^ *frequency: *\(-\{0,1\}[0-9][0-9]*\).*/\1/p'
+}
+
+# centis UPTIME: /proc/uptime's seconds (two decimals) in centiseconds, in
+# $cs_v (no fork; a leading 0 is no octal here).
+centis() {
+	cs_v=$((${1%.*} * 100 + 1${1#*.} - 100))
+}
+
+# realtime_offset: CLOCK_REALTIME minus /proc/uptime's clock, as "LO HI"
+# in centiseconds: read where `date +%s` turns to the next second (busybox's
+# date has no %N), between reads of the uptime, so within two date calls.
+# Only a step of the time moves it (NTP's slewing moves both clocks alike,
+# and there is no suspend in a suite run).
+realtime_offset() {
+	i=0 ps= pu1=
+	while [ $i -lt 1000 ]; do
+		read -r u1 _ </proc/uptime
+		s=$(date +%s)
+		read -r u2 _ </proc/uptime
+		if [ -n "$ps" ] && [ "$s" != "$ps" ]; then
+			centis "$pu1"
+			hi=$((s * 100 - cs_v))
+			centis "$u2"
+			echo "$((s * 100 - cs_v)) $hi"
+			return 0
+		fi
+		ps=$s pu1=$u1 i=$((i + 1))
+	done
+	return 1
+}
+
+# step_time DELTA: CLOCK_REALTIME stepped by DELTA whole seconds, at a
+# second's turn (date -s sets whole seconds), so that a pair (+1 s, -1 s)
+# leaves it within two date calls of where it was.
+step_time() {
+	s0=$(date +%s)
+	i=0
+	while s=$(date +%s) && [ "$s" = "$s0" ] && [ $i -lt 1000 ]; do i=$((i + 1)); done
+	set_time $((s + $1))
+}
+
+# state_snapshot FILE: what the suite leaves as it found it, a "name value"
+# per line.
+state_snapshot() {
+	{
+		echo "clocksource $(cat $CS_FILE 2>/dev/null)"
+		echo "cpus_online $(cat $CPUS_ONLINE 2>/dev/null)"
+		echo "perf_event_max_sample_rate $(cat $PERF_RATE 2>/dev/null)"
+		echo "perf_cpu_time_max_percent $(cat $PERF_PCT 2>/dev/null)"
+		echo "ntp_frequency $(ntp_freq)"
+	} >"$1"
+}
+
+# snapshot_value FILE NAME: a value of state_snapshot FILE, in $sv.
+snapshot_value() {
+	sv=
+	while read -r k v; do
+		[ "$k" = "$2" ] && { sv=$v; return 0; }
+	done <"$1"
+	return 1
+}
+
+# cpu_list LIST: the CPUs of a sysfs list ("0-3,6"), one a line.
+cpu_list() {
+	printf '%s\n' "$1" | tr ',' '\n' | while IFS=- read -r a b; do
+		[ -n "$a" ] || continue
+		i=$a
+		while [ "$i" -le "${b:-$a}" ]; do echo "$i"; i=$((i + 1)); done
+	done
+}
+
+# restore_state: what the suite changed, as state_snapshot found it at the
+# start ($SCRATCH/before): the perf sysctls, and what a destructive case
+# interrupted may have left: the clocksource, offline CPUs, NTP's
+# frequency. Idempotent; quiet when nothing was changed.
+restore_state() {
+	b=$SCRATCH/before
+	[ -s "$b" ] || return 0
+	if snapshot_value "$b" perf_event_max_sample_rate && [ -n "$sv" ]; then
+		rate0=$sv
+		snapshot_value "$b" perf_cpu_time_max_percent
+		"$here/perf_unthrottle.sh" --restore "$rate0" "$sv"
+	fi
+	if snapshot_value "$b" clocksource && [ -n "$sv" ] && [ "$(cat $CS_FILE)" != "$sv" ]; then
+		echo "$sv" >$CS_FILE 2>/dev/null ||
+			echo "nmiclock.sh: could not put back the clocksource $sv" >&2
+	fi
+	if snapshot_value "$b" cpus_online && [ -n "$sv" ]; then
+		for c in $(cpu_list "$sv"); do
+			f=/sys/devices/system/cpu/cpu$c/online
+			[ -e "$f" ] && [ "$(cat "$f")" = 0 ] && { echo 1 >"$f" ||
+				echo "nmiclock.sh: could not bring CPU $c back online" >&2; }
+		done
+	fi
+	if snapshot_value "$b" ntp_frequency && [ -n "$sv" ] && [ "$(ntp_freq)" != "$sv" ]; then
+		adjtimex -f "$sv" >/dev/null 2>&1 ||
+			echo "nmiclock.sh: could not put back NTP's frequency $sv" >&2
+	fi
+}
+
+# t_left_as_found: the suite's last word on the machine: once it has put
+# back what it changed, the time, NTP's frequency, the clocksource, the
+# perf sysctls and the online CPUs are as they were at its start.
+t_left_as_found() {
+	[ -s "$SCRATCH/before" ] || { echo "no snapshot from the suite's start"; return 1; }
+	restore_state
+	state_snapshot "$SCRATCH/after"
+	ret=0 same=
+	while read -r k v; do
+		snapshot_value "$SCRATCH/after" "$k"
+		if [ "$k" = ntp_frequency ] && [ -z "$v" ]; then
+			echo "ntp_frequency: not compared: no adjtimex (busybox's applet, or Debian's package) to read it with"
+		elif [ "$sv" = "$v" ]; then
+			same="$same $k"
+		else
+			echo "$k: '$v' at the start, '$sv' now"
+			ret=1
+		fi
+	done <"$SCRATCH/before"
+	if [ "${DESTRUCTIVE:-0}" = 1 ]; then
+		echo "real time: not compared: the destructive cases stepped it, in pairs at second turns"
+	elif [ -s "$SCRATCH/offset" ] && now=$(realtime_offset); then
+		read -r lo0 hi0 <"$SCRATCH/offset"
+		lo1=${now% *} hi1=${now#* }
+		# The uptime's centisecond either side.
+		if [ $((lo1 - 1)) -gt "$hi0" ] || [ $((hi1 + 1)) -lt "$lo0" ]; then
+			echo "real time: stepped: its offset to the uptime was $lo0..$hi0 cs, now $lo1..$hi1 cs"
+			ret=1
+		else
+			same="$same real_time(offset to the uptime $lo0..$hi0 cs, then $lo1..$hi1 cs)"
+		fi
+	else
+		echo "real time: could not read its offset"
+		ret=1
+	fi
+	echo "as found:$same"
+	return $ret
 }
 
 # --- the documentation ----------------------------------------------------------------

@@ -3,7 +3,7 @@
 #
 # nmiclock.sh: kselftest suite for nmiclock.ko, KTAP output.
 #
-# Usage: nmiclock.sh [-q] [-m MODULE.ko] [-c CYCLES] [-t PATTERN]
+# Usage: nmiclock.sh [-q] [-d] [-m MODULE.ko] [-c CYCLES] [-t PATTERN]
 #                   [-x PATTERN] [-l]
 #
 #   -q            quick: every case, with shorter runs (3 s checks and acct
@@ -19,6 +19,11 @@
 #                 refuses them all).  For debug kernels, whose point is
 #                 that every path runs under lockdep, KASAN and kmemleak;
 #                 the full run measures how much the checks catch.
+#   -d            destructive cases too (also NMICLOCK_DESTRUCTIVE=1): they
+#                 step the real-time clock (in pairs, +1 s and -1 s) and
+#                 slew it, switch the clocksource and take CPU 1 offline,
+#                 putting each back; without, they SKIP and say so.  For
+#                 throwaway machines (scripts/vm-run's guests)
 #   -m MODULE.ko  the module to test (default: $NMICLOCK_KO, else
 #                 nmiclock.ko beside this script, as the kernel's kselftest
 #                 runner has it, else ../nmiclock.ko, as in the VM at
@@ -34,7 +39,9 @@
 #
 # Runs as root, in the VM (scripts/vm-run) or on a machine whose running
 # kernel the module was built for.  Loads and unloads the module itself; a
-# copy already loaded is unloaded first.  Exit status is kselftest's:
+# copy already loaded is unloaded first.  What it changes on the machine
+# (the perf sysctls, and with -d the above) it puts back at exit, on a
+# signal too, and its last cases check that it did (t_left_as_found).  Exit status is kselftest's:
 # 0 all passed, 1 something failed (or bad usage), 4 everything skipped.  The last line is
 # "N passed, N failed, N skipped".
 #
@@ -47,11 +54,13 @@ pattern=
 exclude=
 list=0
 module=${NMICLOCK_KO:-}
+DESTRUCTIVE=${NMICLOCK_DESTRUCTIVE:-0}
 here=$(cd "$(dirname "$0")" && pwd)
 
-while getopts qm:c:t:x:lh opt; do
+while getopts qdm:c:t:x:lh opt; do
 	case $opt in
 	q) quick=1 ;;
+	d) DESTRUCTIVE=1 ;;
 	m) module=$OPTARG ;;
 	c) cycles=$OPTARG ;;
 	t) pattern=$OPTARG ;;
@@ -84,6 +93,7 @@ for f in module clock acct wake stress target zoo interface; do
 	. "$here/cases_$f.sh"
 done
 # Last: what must hold once everything else has run.
+case_add t_left_as_found "the suite leaves time, NTP frequency, clocksource, perf sysctls and online CPUs as it found them"
 case_add t_kmemleak "kmemleak finds no leak after unload (debug kernels)"
 case_add t_kernel_log_clean "kernel log has no splats"
 
@@ -100,6 +110,11 @@ if [ -z "$module" ]; then
 fi
 [ -n "$module" ] && [ -e "$module" ] || skip_all "nmiclock.ko not found (build it, or pass -m)"
 is_number "$cycles" || { echo "-c needs a number" >&2; exit 1; }
+case $DESTRUCTIVE in
+'') DESTRUCTIVE=0 ;;
+0 | 1) ;;
+*) echo "NMICLOCK_DESTRUCTIVE=$DESTRUCTIVE: want 0 or 1" >&2; exit 1 ;;
+esac
 if ! grep -q ' /sys/kernel/debug ' /proc/mounts; then
 	mount -t debugfs debugfs "$DEBUGFS" || skip_all "debugfs not available"
 fi
@@ -108,7 +123,11 @@ sample=$(dirname "$module")/samples/nmiclock_sample.ko
 [ -e "$sample" ] || sample=$(dirname "$module")/nmiclock_sample.ko
 
 ktap_print_header
-ktap_print_msg "module: $module$([ $quick = 1 ] && echo ' (quick: shorter runs)'), $(uname -m)"
+ktap_print_msg "module: $module$([ $quick = 1 ] && echo ' (quick: shorter runs)'), $(uname -m)$([ "$DESTRUCTIVE" = 1 ] && echo ', destructive cases too')"
+# What the suite must leave as it found it (t_left_as_found; put back at
+# exit by restore_state).
+state_snapshot "$SCRATCH/before"
+realtime_offset >"$SCRATCH/offset" || : >"$SCRATCH/offset"
 # perf must not throttle the sample counters (see perf_unthrottle.sh).
 "$here/perf_unthrottle.sh" | while IFS= read -r line; do ktap_print_msg "$line"; done
 # Suspected leaks from before the suite are not ours.
