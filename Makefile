@@ -33,11 +33,24 @@ KMAKE = $(MAKE) -C $(KDIR) M=$(CURDIR) $(TOOLCHAIN)
 
 all: modules
 
+# The kernel the objects here were last built against (its tree and its
+# .config): Kbuild's dependencies name that tree's headers, so against
+# another tree of the same architecture stale objects would be reused and
+# fail to link (or worse, link); a build against another kernel cleans
+# first.
+BUILT_FOR := $(CURDIR)/.nmiclock-built-for
+
 modules modules_install:
 	@test -e $(KDIR)/Makefile || { \
 		echo "nmiclock: no kernel build tree at KDIR=$(KDIR)" >&2; \
 		echo "nmiclock: pass KDIR=/path/to/build or use PROVISIONED=1" >&2; \
 		exit 2; }
+	@want="$(abspath $(KDIR)) $$(cksum <$(KDIR)/.config 2>/dev/null)"; \
+	if [ -e $(BUILT_FOR) ] && [ "$$(cat $(BUILT_FOR))" != "$$want" ]; then \
+		echo "nmiclock: last built against another kernel ($$(cut -d' ' -f1 $(BUILT_FOR))): cleaning first"; \
+		$(MAKE) --no-print-directory clean >/dev/null; \
+	fi; \
+	echo "$$want" >$(BUILT_FOR)
 	$(KMAKE) $@
 
 clean:
@@ -46,7 +59,7 @@ clean:
 		samples/*.mod samples/*.mod.c samples/.*.cmd *.o *.ko *.mod *.mod.c \
 		samples/zoo/*.o samples/zoo/*.ko samples/zoo/*.mod samples/zoo/*.mod.c \
 		samples/zoo/.*.cmd \
-		.*.cmd modules.order Module.symvers
+		.*.cmd modules.order Module.symvers .nmiclock-built-for
 
 run:
 	scripts/run-main

@@ -49,6 +49,26 @@ nmc_die() {
 	exit 2
 }
 
+# nmc_kselftest_framework SRC DEST: the part of the kernel tree at SRC that
+# its kselftest Makefile reads (the top Makefile, lib.mk, the runner, and
+# what the Makefile includes from scripts/), copied to the same paths
+# under DEST.
+nmc_kselftest_framework() {
+	mkdir -p "$2/tools/testing/selftests" "$2/scripts" &&
+		cp -a "$1/scripts/subarch.include" "$2/scripts/" &&
+		cp -a "$1/tools/testing/selftests/"{Makefile,lib.mk,kselftest,kselftest.h,run_kselftest.sh,kselftest_install.sh} \
+			"$2/tools/testing/selftests/"
+}
+
+# nmc_readme_recipe: README's kselftest recipe, its commands as written
+# (the indented block after "or the kernel's way"), sudo taken off (the
+# guest runs as root and has none).
+nmc_readme_recipe() {
+	awk '/^or the kernel.s way/ { f = 1; next }
+		f && /^    / { sub(/^    /, ""); sub(/^sudo /, ""); print; got = 1; next }
+		f && got { exit }' "$NMC_ROOT/README.md"
+}
+
 # nmc_bisect_status RC: a run's exit status as `git bisect run` reads it:
 # 0 (SUCCESS) good, 1 (FAILURE) bad, 2 (bad usage) 128, which aborts the
 # bisection, and anything else 125, a skip: INCONCLUSIVE (4) says nothing
@@ -212,13 +232,49 @@ nmc_make_vars() {
 	echo "LLVM=$NMC_LLVM RUSTC=$NMC_RUSTC BINDGEN=$NMC_BINDGEN$arch"
 }
 
+# nmc_tree_arch KDIR: the architecture a kernel build tree is configured
+# for (x86_64 or arm64); fails for any other or without a .config.
+nmc_tree_arch() {
+	if grep -qx 'CONFIG_ARM64=y' "$1/.config" 2>/dev/null; then
+		echo arm64
+	elif grep -qx 'CONFIG_X86_64=y' "$1/.config" 2>/dev/null; then
+		echo x86_64
+	else
+		return 1
+	fi
+}
+
+# nmc_prepare ARCH KDIR: the kernel a VM command boots, and the modules
+# for it: with KDIR empty, the provisioned kernel (provisioned if need be)
+# and the modules built against it; else the tree at KDIR, checked by
+# scripts/check-kernel, and the modules built against it with the
+# project's toolchain. Returns 125, the harness's status, on failure.
+nmc_prepare() {
+	local arch=$1 kdir=$2
+	if [ -z "$kdir" ]; then
+		"$NMC_ROOT/scripts/provision" --arch "$arch" >/dev/null || { nmc_err "provisioning failed"; return 125; }
+		make -s -C "$NMC_ROOT" PROVISIONED=1 ARCH="$arch" modules || { nmc_err "the module build failed"; return 125; }
+		return 0
+	fi
+	"$NMC_ROOT/scripts/check-kernel" "$kdir" >&2 ||
+		{ nmc_err "$kdir lacks what nmiclock needs (above)"; return 125; }
+	nmc_build_against "$kdir" "$arch" || { nmc_err "the module build against $kdir failed"; return 125; }
+}
+
+# nmc_build_against KDIR ARCH: the modules built against the tree at KDIR
+# with the project's toolchain (scripts/check-kernel: the tree's own).
+nmc_build_against() {
+	# shellcheck disable=SC2046
+	make -s -C "$NMC_ROOT" KDIR="$1" $(nmc_make_vars "$2") modules
+}
+
 # The static arm64 busybox for arm64 guests, from Debian's
 # busybox-static:arm64 (scripts/provision --arch arm64 fetches it).
 NMC_ARM64_BUSYBOX=$NMC_CACHE/arm64/busybox
 # The Debian packages of vm-run --userspace debian (scripts/initramfs-debian):
 # dash as /bin/sh and kmod's module tools, as on a developer's machine.
 NMC_DEBIAN_USERSPACE="dash bash coreutils kmod util-linux mount procps grep sed
-mawk findutils diffutils"
+mawk findutils diffutils make"
 
 # nmc_results_host [ARCH]: one line naming where a run measured: the
 # host's CPU and the version of the QEMU that runs ARCH's guests (default

@@ -495,9 +495,11 @@ cpu_list() {
 }
 
 # restore_state: what the suite changed, as state_snapshot found it at the
-# start ($SCRATCH/before): the perf sysctls, and what a destructive case
-# interrupted may have left: the clocksource, offline CPUs, NTP's
-# frequency. Idempotent; quiet when nothing was changed.
+# start ($SCRATCH/before): the perf sysctls, and with destructive cases on,
+# what one interrupted may have left: the clocksource, offline CPUs, NTP's
+# frequency (without them nothing of the suite's changes those, and a
+# change the kernel made itself, a TSC marked unstable, is not undone).
+# Idempotent; quiet when nothing was changed.
 restore_state() {
 	b=$SCRATCH/before
 	[ -s "$b" ] || return 0
@@ -506,6 +508,7 @@ restore_state() {
 		snapshot_value "$b" perf_cpu_time_max_percent
 		"$here/perf_unthrottle.sh" --restore "$rate0" "$sv"
 	fi
+	[ "${DESTRUCTIVE:-0}" = 1 ] || return 0
 	if snapshot_value "$b" clocksource && [ -n "$sv" ] && [ "$(cat $CS_FILE)" != "$sv" ]; then
 		echo "$sv" >$CS_FILE 2>/dev/null ||
 			echo "nmiclock.sh: could not put back the clocksource $sv" >&2

@@ -6,7 +6,8 @@
 # Usage: nmiclock.sh [-q] [-d] [-m MODULE.ko] [-c CYCLES] [-t PATTERN]
 #                   [-x PATTERN] [-l]
 #
-#   -q            quick: every case, with shorter runs (3 s checks and acct
+#   -q            quick (also NMICLOCK_QUICK=1, for a kselftest runner,
+#                 which passes no options): every case, with shorter runs (3 s checks and acct
 #                 runs instead of 5, 2 s wake runs instead of 3, 2 s per
 #                 target clock instead of 3 (and two kernel clocks of the
 #                 seven, sched_clock and ktime_get_mono_fast_ns, whose
@@ -49,7 +50,7 @@
 # (KTAP, loading, the kernel log) in lib.sh.
 
 cycles=
-quick=0
+quick=${NMICLOCK_QUICK:-0}
 pattern=
 exclude=
 list=0
@@ -70,6 +71,11 @@ while getopts qdm:c:t:x:lh opt; do
 	*) sed -n '4,/^$/s/^# \{0,1\}//p' "$0" >&2; exit 1 ;;
 	esac
 done
+
+case $quick in
+0 | 1) ;;
+*) echo "NMICLOCK_QUICK=$quick: want 0 or 1" >&2; exit 1 ;;
+esac
 
 # Lengths of the runs (see -q).
 if [ $quick = 1 ]; then
@@ -125,7 +131,9 @@ sample=$(dirname "$module")/samples/nmiclock_sample.ko
 ktap_print_header
 ktap_print_msg "module: $module$([ $quick = 1 ] && echo ' (quick: shorter runs)'), $(uname -m)$([ "$DESTRUCTIVE" = 1 ] && echo ', destructive cases too')"
 # What the suite must leave as it found it (t_left_as_found; put back at
-# exit by restore_state).
+# exit by restore_state), once the kernel has chosen its clocksource.
+wait_clocksource >/dev/null
+rm -f "$SCRATCH/no-clocksource"
 state_snapshot "$SCRATCH/before"
 realtime_offset >"$SCRATCH/offset" || : >"$SCRATCH/offset"
 # perf must not throttle the sample counters (see perf_unthrottle.sh).
