@@ -327,6 +327,16 @@ expect_refused() {
 	return 1
 }
 
+# refused FILE VALUE: a write of VALUE to FILE must fail, its errno
+# unread where reading it costs a process (dash): for runs of writes that
+# one expect_refused and the module's log lines, one per refusal, judge
+# together (refused_during).
+refused() {
+	[ $REFUSED_BY = echo ] && { expect_refused "$1" "$2" "$3"; return; }
+	echo "$2" 2>/dev/null >"$DIR/$1" && { echo "$1 accepted '$2'"; return 1; }
+	return 0
+}
+
 # --- the kernel log -----------------------------------------------------------------
 
 # mark NAME: writes a marker into the kernel log; log_since NAME prints the
