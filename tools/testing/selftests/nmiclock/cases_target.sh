@@ -41,7 +41,7 @@ run_loaded() {
 	echo start >"$DIR/control" || { echo "start failed"; return 1; }
 	wait_done "${1:-$TARGET_S}" $TARGET_S
 	stats_copy "$DIR/stats" "$stress"
-	eot=$(log_since stress | grep 'nmiclock: End of test: ' | head -n 1)
+	eot=$(log_since stress 'nmiclock: End of test: ')
 	[ -n "$eot" ] || { echo "no End of test line"; return 1; }
 	eot_split
 }
