@@ -7,9 +7,10 @@
 #                   [-x PATTERN] [-l]
 #
 #   -q            quick (also NMICLOCK_QUICK=1, for a kselftest runner,
-#                 which passes no options): every case, with shorter runs (3 s checks and acct
-#                 runs instead of 5, 2 s wake runs instead of 3, 2 s per
-#                 target clock instead of 3 (and two kernel clocks of the
+#                 which passes no options): every case, with shorter runs
+#                 (3 s checks and acct runs instead of 5, 2 s wake runs
+#                 instead of 3, 2 s per target clock instead of 3 (and
+#                 two kernel clocks of the
 #                 seven, sched_clock and ktime_get_mono_fast_ns, whose
 #                 updates differ), stress runs of 3 s instead of 10 and
 #                 5, 5 load/unload, 10 start/stop and 4 CPU hotplug
@@ -21,9 +22,9 @@
 #                 that every path runs under lockdep, KASAN and kmemleak;
 #                 the full run measures how much the checks catch.
 #   -d            destructive cases too (also NMICLOCK_DESTRUCTIVE=1): they
-#                 step the real-time clock (in pairs, +1 s and -1 s) and
-#                 slew it, switch the clocksource and take CPU 1 offline,
-#                 putting each back; without, they SKIP and say so.  For
+#                 step the real-time clock (in pairs, -1 s then +1 s, at
+#                 second turns) and slew it, switch the clocksource and
+#                 take CPU 1 offline, putting each back; without, they SKIP and say so.  For
 #                 throwaway machines (scripts/vm-run's guests)
 #   -m MODULE.ko  the module to test (default: $NMICLOCK_KO, else
 #                 nmiclock.ko beside this script, as the kernel's kselftest
@@ -42,9 +43,10 @@
 # kernel the module was built for.  Loads and unloads the module itself; a
 # copy already loaded is unloaded first.  What it changes on the machine
 # (the perf sysctls, and with -d the above) it puts back at exit, on a
-# signal too, and its last cases check that it did (t_left_as_found).  Exit status is kselftest's:
-# 0 all passed, 1 something failed (or bad usage), 4 everything skipped.  The last line is
-# "N passed, N failed, N skipped".
+# signal too, and its last cases check that it did (t_left_as_found).
+# Exit status is kselftest's: 0 all passed, 1 something failed (or bad
+# usage), 4 everything skipped.  The last line is "N passed, N failed, N
+# skipped".
 #
 # The cases live in cases_*.sh beside this script, the helpers they share
 # (KTAP, loading, the kernel log) in lib.sh.
@@ -132,8 +134,7 @@ ktap_print_header
 ktap_print_msg "module: $module$([ $quick = 1 ] && echo ' (quick: shorter runs)'), $(uname -m)$([ "$DESTRUCTIVE" = 1 ] && echo ', destructive cases too')"
 # What the suite must leave as it found it (t_left_as_found; put back at
 # exit by restore_state), once the kernel has chosen its clocksource.
-wait_clocksource >/dev/null
-rm -f "$SCRATCH/no-clocksource"
+wait_clocksource | while IFS= read -r line; do ktap_print_msg "$line"; done
 state_snapshot "$SCRATCH/before"
 realtime_offset >"$SCRATCH/offset" || : >"$SCRATCH/offset"
 # perf must not throttle the sample counters (see perf_unthrottle.sh).
