@@ -63,6 +63,9 @@ struct Slot {
     seq: AtomicU32,
     copy: AtomicU32,
     epoch_ns: AtomicU64,
+    now_cyc: AtomicU64,
+    epoch_cyc: AtomicU64,
+    base_cyc: AtomicU64,
     mult: AtomicU32,
     shift: AtomicU32,
     at_ns: AtomicU64,
@@ -80,6 +83,9 @@ impl Slot {
             seq: AtomicU32::new(0),
             copy: AtomicU32::new(0),
             epoch_ns: AtomicU64::new(0),
+            now_cyc: AtomicU64::new(0),
+            epoch_cyc: AtomicU64::new(0),
+            base_cyc: AtomicU64::new(0),
             mult: AtomicU32::new(0),
             shift: AtomicU32::new(0),
             at_ns: AtomicU64::new(0),
@@ -92,8 +98,18 @@ static NEXT: AtomicU64 = AtomicU64::new(0);
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
 /// Keeps an anomaly if a slot is left, else counts it. `at_ns` is its time
-/// since the run started. Any context, NMI included.
-pub(crate) fn record(kind: Kind, ctx: Context, value: u64, against: u64, r: &Reading, at_ns: u64) {
+/// since the run started; `base_cyc` the counter value of the read it was
+/// checked against, where that was a read (0 where not). Any context, NMI
+/// included.
+pub(crate) fn record(
+    kind: Kind,
+    ctx: Context,
+    value: u64,
+    against: u64,
+    base_cyc: u64,
+    r: &Reading,
+    at_ns: u64,
+) {
     let i = NEXT.fetch_add(1, Ordering::Relaxed);
     let Some(a) = usize::try_from(i).ok().and_then(|i| LOG.get(i)) else {
         DROPPED.fetch_add(1, Ordering::Relaxed);
@@ -107,6 +123,9 @@ pub(crate) fn record(kind: Kind, ctx: Context, value: u64, against: u64, r: &Rea
     a.seq.store(r.seq, Ordering::Relaxed);
     a.copy.store(r.copy, Ordering::Relaxed);
     a.epoch_ns.store(r.epoch_ns, Ordering::Relaxed);
+    a.now_cyc.store(r.now_cyc, Ordering::Relaxed);
+    a.epoch_cyc.store(r.epoch_cyc, Ordering::Relaxed);
+    a.base_cyc.store(base_cyc, Ordering::Relaxed);
     a.mult.store(r.mult, Ordering::Relaxed);
     a.shift.store(r.shift, Ordering::Relaxed);
     a.at_ns.store(at_ns, Ordering::Relaxed);
@@ -142,7 +161,7 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
         }
         writeln!(
             w,
-            "{i}: kind={} cpu={} ctx={} value_ns={} against_ns={} seq={} copy={} epoch_ns={} mult={} shift={} at_us={}",
+            "{i}: kind={} cpu={} ctx={} value_ns={} against_ns={} seq={} copy={} epoch_ns={} mult={} shift={} at_us={} cyc={} epoch_cyc={} base_cyc={}",
             Kind::name_of(a.kind.load(Ordering::Relaxed)),
             a.cpu.load(Ordering::Relaxed),
             Context::from_u32(a.ctx.load(Ordering::Relaxed)).name(),
@@ -153,7 +172,10 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
             a.epoch_ns.load(Ordering::Relaxed),
             a.mult.load(Ordering::Relaxed),
             a.shift.load(Ordering::Relaxed),
-            a.at_ns.load(Ordering::Relaxed) / 1_000
+            a.at_ns.load(Ordering::Relaxed) / 1_000,
+            a.now_cyc.load(Ordering::Relaxed),
+            a.epoch_cyc.load(Ordering::Relaxed),
+            a.base_cyc.load(Ordering::Relaxed),
         )?;
     }
     Ok(())

@@ -368,7 +368,7 @@ fn first(at_ns: u64) {
 /// Records an anomaly, noting it if it is the first.
 fn anomaly(kind: Kind, ctx: Context, value: u64, against: u64, r: &Reading, at_ns: u64) {
     first(at_ns);
-    anomaly::record(kind, ctx, value, against, r, at_ns);
+    anomaly::record(kind, ctx, value, against, 0, r, at_ns);
 }
 
 /// One acct update from `ctx`, with its anomalies recorded.
@@ -574,7 +574,10 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
             good = false;
             inc(&c.torn);
             let bound = if err < 0 { lo } else { hi };
-            anomaly(Kind::Torn, ctx, ns, base.wrapping_add(bound as u64), &r, at);
+            first(at);
+            let against = base.wrapping_add(bound as u64);
+            let base_cyc = c.base_cyc.load(Ordering::Relaxed);
+            anomaly::record(Kind::Torn, ctx, ns, against, base_cyc, &r, at);
         }
         // Against the reference.
         if let Some((_, against)) = off_reference(c, ns, ref_lo, ref_hi) {
@@ -596,7 +599,7 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
     }
     if r.stalled {
         first(at);
-        anomaly::record(Kind::Stall, ctx, ns, 0, &r, at);
+        anomaly::record(Kind::Stall, ctx, ns, 0, 0, &r, at);
     }
     c.prev_ns.store(ns, Ordering::Relaxed);
     c.prev_overruns.store(overruns, Ordering::Relaxed);

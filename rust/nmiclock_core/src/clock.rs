@@ -342,6 +342,8 @@ pub struct Reading {
     pub now_cyc: u64,
     /// Epoch of the data used.
     pub epoch_ns: u64,
+    /// Counter value at that epoch.
+    pub epoch_cyc: u64,
     /// Conversion of the data used: a read that mixes two conversions'
     /// fields shows here.
     pub mult: u32,
@@ -371,6 +373,7 @@ impl Reading {
             ns: d.ns_at(now),
             now_cyc: now,
             epoch_ns: d.epoch_ns,
+            epoch_cyc: d.epoch_cyc,
             mult: d.mult,
             shift: d.shift,
             late_epoch: (since as i64) > 0 && since > d.mask,

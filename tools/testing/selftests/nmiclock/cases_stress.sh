@@ -454,7 +454,7 @@ t_inspection_files() {
 	echo "anomalies kept: $kept, torn_reads: $torn"
 	[ "$kept" -gt 0 ] || { echo "no anomaly kept"; ret=1; }
 	head -n 3 "$DIR/anomalies" | tail -n 1
-	grep -qE '^0: kind=[a-z_]+ cpu=[0-9]+ ctx=(nmi|irq|task) value_ns=[0-9]+ against_ns=[0-9]+ seq=[0-9]+ copy=[01] epoch_ns=[0-9]+ mult=[0-9]+ shift=[0-9]+ at_us=[0-9]+$' "$DIR/anomalies" ||
+	grep -qE '^0: kind=[a-z_]+ cpu=[0-9]+ ctx=(nmi|irq|task) value_ns=[0-9]+ against_ns=[0-9]+ seq=[0-9]+ copy=[01] epoch_ns=[0-9]+ mult=[0-9]+ shift=[0-9]+ at_us=[0-9]+ cyc=[0-9]+ epoch_cyc=[0-9]+ base_cyc=[0-9]+$' "$DIR/anomalies" ||
 		{ echo "anomaly 0 lacks its context"; ret=1; }
 	unload
 	return $ret
