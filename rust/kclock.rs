@@ -44,7 +44,7 @@
 //! torn) and counts a stall.
 
 use core::fmt::{self, Write};
-use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -290,6 +290,111 @@ fn counted_publish<R>(f: impl FnOnce() -> R) -> R {
     r
 }
 
+// ---- conversion switches, for the checks' bound ----------------------------
+
+/// Switch records kept: a check whose base is older than this many switches
+/// cannot look its first one up, and is skipped.
+const SWITCH_RING: usize = 64;
+
+/// One conversion switch: its number plus 1 (0 while being written), its
+/// pivot (the counter value its new epoch is at) and its new conversion
+/// (`mult << 32 | shift`).
+struct SwitchRecord {
+    num: AtomicU64,
+    pivot: AtomicU64,
+    conv: AtomicU64,
+}
+
+static SWITCHES: [SwitchRecord; SWITCH_RING] = [const {
+    SwitchRecord {
+        num: AtomicU64::new(0),
+        pivot: AtomicU64::new(0),
+        conv: AtomicU64::new(0),
+    }
+}; SWITCH_RING];
+/// Conversion switches recorded (about to publish, or published), and
+/// those whose publish has finished, on all CPUs.
+static SWITCHES_STARTED: AtomicU64 = AtomicU64::new(0);
+static SWITCHES_FINISHED: AtomicU64 = AtomicU64::new(0);
+
+/// Conversion switches recorded so far. Any context.
+#[inline]
+pub(crate) fn switches_started() -> u64 {
+    SWITCHES_STARTED.load(Ordering::Acquire)
+}
+
+/// Conversion switches whose publish has finished. Any context.
+#[inline]
+pub(crate) fn switches_finished() -> u64 {
+    SWITCHES_FINISHED.load(Ordering::Acquire)
+}
+
+/// Switch number `i` (from 0): its pivot and new `(mult, shift)`, or
+/// `None` if it is not recorded (yet, or any more). Any context.
+#[inline]
+pub(crate) fn switch_record(i: u64) -> Option<(u64, u32, u32)> {
+    let slot = SWITCHES.get((i % SWITCH_RING as u64) as usize)?;
+    let want = i.wrapping_add(1);
+    if slot.num.load(Ordering::Acquire) != want {
+        return None;
+    }
+    let pivot = slot.pivot.load(Ordering::Relaxed);
+    let conv = slot.conv.load(Ordering::Relaxed);
+    fence(Ordering::Acquire);
+    (slot.num.load(Ordering::Relaxed) == want).then_some((pivot, (conv >> 32) as u32, conv as u32))
+}
+
+/// The writer of a conversion switch: the coverage marks and pauses of
+/// [`Marker`], and the switch's pivot recorded before its publish, so that
+/// a check spanning it knows where the new conversion applies from (see
+/// [`crate::clock::switch_skewed_bound`]).
+struct Switching {
+    marker: Marker,
+}
+
+impl Writer for Switching {
+    fn enter(&mut self, window: Window) {
+        self.marker.enter(window);
+    }
+
+    fn pause(&mut self) {
+        self.marker.pause();
+    }
+
+    fn leave(&mut self) {
+        self.marker.leave();
+    }
+
+    fn switching(&mut self, new: &ClockData) {
+        // Under the clock's writer exclusion: one recorder at a time.
+        let i = SWITCHES_STARTED.load(Ordering::Relaxed);
+        if let Some(slot) = SWITCHES.get((i % SWITCH_RING as u64) as usize) {
+            slot.num.store(0, Ordering::Relaxed);
+            fence(Ordering::Release);
+            slot.pivot.store(new.epoch_cyc, Ordering::Relaxed);
+            slot.conv.store(
+                (u64::from(new.mult) << 32) | u64::from(new.shift),
+                Ordering::Relaxed,
+            );
+            slot.num.store(i.wrapping_add(1), Ordering::Release);
+        }
+        SWITCHES_STARTED.store(i.wrapping_add(1), Ordering::Release);
+    }
+}
+
+/// Switches the running clock to `(mult, shift)` ([`ClockSource::recalibrate`]),
+/// pausing `pause_ns` inside, counted as a publish and as a switch.
+fn switch_to(clock: &dyn ClockSource, mult: u32, shift: u32, pause_ns: u32) -> bool {
+    let mut w = Switching {
+        marker: Marker::here(pause_ns),
+    };
+    let done = counted_publish(|| clock.recalibrate(mult, shift, &mut w));
+    if done {
+        SWITCHES_FINISHED.fetch_add(1, Ordering::AcqRel);
+    }
+    done
+}
+
 /// The conversions published since [`reset_conversions`], as
 /// `mult << 32 | shift`, 0 for an empty slot.
 static CONVERSIONS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
@@ -432,7 +537,7 @@ pub(crate) fn switch_conversion() {
     };
     note_conversion(mult, shift);
     let pause = settings::number(Key::TearWindowNs);
-    let done = counted_publish(|| clock.recalibrate(mult, shift, &mut Marker::here(pause)));
+    let done = switch_to(clock, mult, shift, pause);
     if done {
         STATS.with_this_cpu(|s| inc(&s.conversion_switches, 1));
     }
@@ -452,7 +557,7 @@ fn epoch_tick() -> u64 {
     if khz != COUNTER_KHZ.load(Ordering::Relaxed) {
         if let Some(ms) = conversion(khz) {
             note_conversion(ms.mult, ms.shift);
-            if counted_publish(|| clock.recalibrate(ms.mult, ms.shift, &mut Marker::here(0))) {
+            if switch_to(clock, ms.mult, ms.shift, 0) {
                 COUNTER_KHZ.store(khz, Ordering::Relaxed);
                 BASE_CONVERSION.store(
                     (u64::from(ms.mult) << 32) | u64::from(ms.shift),

@@ -17,6 +17,14 @@
 //!   writers' publish counts, those begun by the end of this read less
 //!   those finished before the base's read began
 //!   ([`kclock::publishes_started`], [`kclock::publishes_finished`]).
+//!   A switch is not instant: a base read after the switch's pivot but
+//!   before its publish is on the old line, which the new one meets only
+//!   at the pivot, so the first switch that finished after the base
+//!   widens the bound by the two conversions' difference over the base's
+//!   cycles past its pivot ([`switch_skewed_bound`]; the kernel's refined
+//!   TSC calibration, published by a writer NMIs held up, showed it). A
+//!   base more than the switches kept ([`kclock::switch_record`]) behind
+//!   gets no exact check.
 //!   A read outside it is torn; every check's
 //!   error (0 inside, else how far outside, negative below) goes into a
 //!   signed log2 histogram (`@tear_error_ns`). A torn read is no base: the
@@ -58,7 +66,7 @@ use super::CPUS;
 use crate::acct::Outcome;
 use crate::arch::Ordered;
 use crate::bench::LatHist;
-use crate::clock::{elapsed_bound, Reading, Window};
+use crate::clock::{elapsed_bound, switch_skewed_bound, Reading, Window};
 use crate::counter::Counter;
 use crate::counters::counters;
 use crate::coverage::{kernel_hit, Hit, KernelView, View};
@@ -160,6 +168,10 @@ counters! {
         base_ns: AtomicU64 = AtomicU64::new(0);
         base_cyc: AtomicU64 = AtomicU64::new(0);
         base_finished: AtomicU64 = AtomicU64::new(0);
+        /// Conversion switches finished before the base was read, and the
+        /// conversion it was read with (`mult << 32 | shift`).
+        base_switches: AtomicU64 = AtomicU64::new(0);
+        base_conv: AtomicU64 = AtomicU64::new(0);
         base_overruns: AtomicU64 = AtomicU64::new(0);
         base_ref_lo: AtomicU64 = AtomicU64::new(0);
         base_ref_hi: AtomicU64 = AtomicU64::new(0);
@@ -338,6 +350,29 @@ fn expected(cycles: u64, publishes: u64) -> (i64, i64) {
     elapsed_bound(cycles, publishes, kclock::conversions())
 }
 
+/// `bound` for a read checked against `c`'s base, widened for the first
+/// conversion switch that finished after the base was read, if any did
+/// (`switched`: the switches recorded by the end of the read); `None` if
+/// that switch's record is gone (the base is more switches old than are
+/// kept): no exact check then.
+fn switch_bound(c: &Cpu, bound: (i64, i64), switched: u64) -> Option<(i64, i64)> {
+    let first = c.base_switches.load(Ordering::Relaxed);
+    if switched <= first {
+        return Some(bound);
+    }
+    let (pivot, mult, shift) = kclock::switch_record(first)?;
+    let conv = c.base_conv.load(Ordering::Relaxed);
+    let from = ((conv >> 32) as u32, conv as u32);
+    let base_cyc = c.base_cyc.load(Ordering::Relaxed);
+    Some(switch_skewed_bound(
+        bound,
+        base_cyc,
+        pivot,
+        from,
+        (mult, shift),
+    ))
+}
+
 /// Notes that the run has an anomaly that no sample recorded (a stall of a
 /// read outside the samples: the acct updates', the wake-up probe's),
 /// found by the run's monitor: it counts as the first, if none came
@@ -512,18 +547,24 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
     let high = HIGH_WATER.load();
     let Timed {
         hit,
-        before: (finished, overruns),
+        before: (finished, overruns, switches),
         ref_lo,
         ref_hi,
         value: r,
-        after: started,
+        after: (started, switched),
         at,
     } = timed(
         c,
         ctx,
-        || (kclock::publishes_finished(), kclock::overruns()),
+        || {
+            (
+                kclock::publishes_finished(),
+                kclock::overruns(),
+                kclock::switches_finished(),
+            )
+        },
         kclock::read,
-        kclock::publishes_started,
+        || (kclock::publishes_started(), kclock::switches_started()),
     );
     cover(c, &hit, &r);
     let ns = r.ns;
@@ -559,25 +600,27 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
         // Exactly, against the counter.
         let cycles = r.now_cyc.wrapping_sub(c.base_cyc.load(Ordering::Relaxed));
         let k = started.wrapping_sub(c.base_finished.load(Ordering::Relaxed));
-        let (lo, hi) = expected(cycles, k);
-        let err = if d < lo {
-            d.wrapping_sub(lo)
-        } else if d > hi {
-            d.wrapping_sub(hi)
-        } else {
-            0
-        };
-        if let Some(h) = c.err_hist.get(err_bucket(err)) {
-            inc(h);
-        }
-        if err != 0 {
-            good = false;
-            inc(&c.torn);
-            let bound = if err < 0 { lo } else { hi };
-            first(at);
-            let against = base.wrapping_add(bound as u64);
-            let base_cyc = c.base_cyc.load(Ordering::Relaxed);
-            anomaly::record(Kind::Torn, ctx, ns, against, base_cyc, &r, at);
+        // No exact check without the record of the switch it spans.
+        if let Some((lo, hi)) = switch_bound(c, expected(cycles, k), switched) {
+            let err = if d < lo {
+                d.wrapping_sub(lo)
+            } else if d > hi {
+                d.wrapping_sub(hi)
+            } else {
+                0
+            };
+            if let Some(h) = c.err_hist.get(err_bucket(err)) {
+                inc(h);
+            }
+            if err != 0 {
+                good = false;
+                inc(&c.torn);
+                let bound = if err < 0 { lo } else { hi };
+                first(at);
+                let against = base.wrapping_add(bound as u64);
+                let base_cyc = c.base_cyc.load(Ordering::Relaxed);
+                anomaly::record(Kind::Torn, ctx, ns, against, base_cyc, &r, at);
+            }
         }
         // Against the reference.
         if let Some((_, against)) = off_reference(c, ns, ref_lo, ref_hi) {
@@ -608,6 +651,9 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
         // last good one, so consecutive torn reads each count.
         c.base_cyc.store(r.now_cyc, Ordering::Relaxed);
         c.base_finished.store(finished, Ordering::Relaxed);
+        c.base_switches.store(switches, Ordering::Relaxed);
+        let conv = (u64::from(r.mult) << 32) | u64::from(r.shift);
+        c.base_conv.store(conv, Ordering::Relaxed);
         c.base_overruns.store(overruns, Ordering::Relaxed);
         rebase(c, ns, ref_lo, ref_hi);
     }

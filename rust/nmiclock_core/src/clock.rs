@@ -265,6 +265,12 @@ pub trait Writer {
     /// [`EpochUpdate::Updated`]). Called before the publish, so that a
     /// reader that sees the new epoch can have heard of the loss first.
     fn overrun(&mut self) {}
+    /// A conversion switch ([`ClockSource::recalibrate`]) is about to
+    /// publish `new`, whose epoch is the switch's pivot: the counter value
+    /// from which the new conversion applies. Called before the publish,
+    /// under the writer exclusion, so that a reader that sees `new` can
+    /// know the pivot (see [`switch_skewed_bound`]).
+    fn switching(&mut self, _new: &ClockData) {}
 }
 
 impl<F: FnMut()> Writer for F {
@@ -811,6 +817,7 @@ impl<P: Protection, C: Counter, T: TimeSource> ClockSource for Clock<P, C, T> {
         let old = self.prot.published();
         let now = self.counter.read();
         let data = old.converted_at(now, mult, shift);
+        w.switching(&data);
         self.prot.publish(&data, w);
         self.unlock_writer();
         true
@@ -893,4 +900,43 @@ pub fn elapsed_bound(
         (lo as i64).wrapping_sub(slack as i64),
         (hi as i64).wrapping_add(1),
     )
+}
+
+/// [`elapsed_bound`]'s `bound` for two reads, widened for what a conversion
+/// switch in between does when it is not instant: the first switch that
+/// finished after the earlier read (the base, at counter value `base_cyc`,
+/// read with conversion `from`) switched to `to` from the pivot
+/// `pivot_cyc` (its new epoch), and may have published only after the
+/// base was read past the pivot, on the old line. The later read is on
+/// the new line, which meets the old one at the pivot: so the elapsed
+/// time is off the single-line figure by the two conversions' difference
+/// over `base_cyc - pivot_cyc`, plus 1 ns for the floors. The kernel's
+/// `sched_clock_register()` pivots the same way; it is the time the
+/// switch took from its counter read to its publish (a writer held up by
+/// NMIs or a descheduled vCPU) that lets a read land past the pivot on
+/// the old line. A base before the pivot gets the bound unchanged, and so
+/// does a switch at the same rate (the pairs of `disturb=conversion`
+/// differ only in rounding). Nothing here can panic.
+pub fn switch_skewed_bound(
+    bound: (i64, i64),
+    base_cyc: u64,
+    pivot_cyc: u64,
+    from: (u32, u32),
+    to: (u32, u32),
+) -> (i64, i64) {
+    let past = base_cyc.wrapping_sub(pivot_cyc);
+    if past as i64 <= 0 {
+        return bound;
+    }
+    let new = mul_u64_u32_shr(past, to.0, to.1) as i64;
+    let old = mul_u64_u32_shr(past, from.0, from.1) as i64;
+    let skew = new.wrapping_sub(old);
+    let (lo, hi) = bound;
+    if skew > 0 {
+        (lo, hi.saturating_add(skew).saturating_add(1))
+    } else if skew < 0 {
+        (lo.saturating_add(skew).saturating_sub(1), hi)
+    } else {
+        bound
+    }
 }

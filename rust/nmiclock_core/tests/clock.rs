@@ -8,8 +8,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use nmiclock_core::clock::{
-    Clock, ClockData, ClockSource, EpochUpdate, Latch, Protection, Seqcount, Unprotected, Window,
-    Writer,
+    Clock, ClockData, ClockSource, EpochUpdate, Latch, Protection, Reading, Seqcount, Unprotected,
+    Window, Writer,
 };
 use nmiclock_core::counter::{mask_for_bits, Counter, MAX_COUNTER_BITS, MIN_COUNTER_BITS};
 use nmiclock_core::cyc_ns::{calc_mult_shift, NSEC_PER_MSEC};
@@ -810,4 +810,106 @@ fn a_torn_read_falls_outside_the_bound() {
         nmiclock_core::clock::elapsed_bound(5, 2, [].into_iter()),
         (-2, 1)
     );
+}
+
+static CSLOW: FakeCounter = FakeCounter::new(0);
+
+/// The writer of a slow recalibration: it notes the switch's pivot, and in
+/// the pause of the first copy (readers still on the old data) the counter
+/// moves on by `late` cycles and a read is taken there.
+struct SlowSwitch<'a> {
+    clock: &'a dyn ClockSource,
+    late: u64,
+    pivot: Option<u64>,
+    base: Option<Reading>,
+}
+
+impl Writer for SlowSwitch<'_> {
+    fn switching(&mut self, new: &ClockData) {
+        self.pivot = Some(new.epoch_cyc);
+    }
+
+    fn pause(&mut self) {
+        if self.base.is_none() {
+            CSLOW.set(self.pivot.unwrap() + self.late);
+            self.base = Some(self.clock.read());
+        }
+    }
+}
+
+#[test]
+fn a_slow_switch_to_another_rate_is_bounded_by_its_skew() {
+    // The kernel's refined TSC calibration: 2300.009 MHz, then 2299.968
+    // (18 ppm slower, so more ns per cycle), as in a guest whose writer
+    // took 618,524 cycles (270 us) from the switch's counter read to its
+    // publish; and the other way round.
+    let old = calc_mult_shift(2_300_009, NSEC_PER_MSEC, 600_000);
+    let new = calc_mult_shift(2_299_968, NSEC_PER_MSEC, 600_000);
+    let (old, new) = (
+        (old.unwrap().mult, old.unwrap().shift),
+        (new.unwrap().mult, new.unwrap().shift),
+    );
+    for (from, to) in [(old, new), (new, old)] {
+        let clock = Clock::new(Latch::new(), Shared(&CSLOW), no_time as fn() -> u64);
+        CSLOW.set(1_000);
+        assert!(clock.start(0, from.0, from.1, u64::MAX));
+        CSLOW.set(8_540_738_313);
+        let mut w = SlowSwitch {
+            clock: &clock,
+            late: 618_524,
+            pivot: None,
+            base: None,
+        };
+        assert!(clock.recalibrate(to.0, to.1, &mut w));
+        let (base, pivot) = (w.base.unwrap(), w.pivot.unwrap());
+        assert_eq!(base.mult, from.0, "the base was read on the old data");
+        CSLOW.set(pivot + 618_524 + 167_938);
+        let read = clock.read();
+        assert_eq!(read.mult, to.0);
+        let bound = nmiclock_core::clock::elapsed_bound(
+            read.now_cyc - base.now_cyc,
+            1,
+            [from, to].into_iter(),
+        );
+        let d = read.ns.wrapping_sub(base.ns) as i64;
+        // Outside the single-line bound by the two rates' difference over
+        // the 618,524 cycles past the pivot: about 4.9 ns.
+        let off = if d > bound.1 {
+            d - bound.1
+        } else {
+            bound.0 - d
+        };
+        assert!(
+            !(bound.0..=bound.1).contains(&d) && (3..=6).contains(&off),
+            "elapsed {d} against [{}, {}]",
+            bound.0,
+            bound.1
+        );
+        let skewed =
+            nmiclock_core::clock::switch_skewed_bound(bound, base.now_cyc, pivot, from, to);
+        assert!(
+            (skewed.0..=skewed.1).contains(&d),
+            "elapsed {d} outside the skewed [{}, {}]",
+            skewed.0,
+            skewed.1
+        );
+        // Widened on the side the skew is on only, by no more than the
+        // skew (4.9 ns: 618,524 cycles at 18 ppm of 0.43 ns) and 1.
+        let widened = (bound.0 - skewed.0, skewed.1 - bound.1);
+        assert!(
+            matches!(widened, (0, 5..=6) | (5..=6, 0)),
+            "widened by {widened:?}"
+        );
+        // A base before the pivot, or a switch at the same rate, changes
+        // nothing.
+        assert_eq!(
+            nmiclock_core::clock::switch_skewed_bound(bound, pivot - 1, pivot, from, to),
+            bound
+        );
+        let twice = (from.0 * 2, from.1 + 1);
+        assert_eq!(
+            nmiclock_core::clock::switch_skewed_bound(bound, base.now_cyc, pivot, from, twice),
+            bound
+        );
+    }
 }
