@@ -135,6 +135,9 @@ counters! {
         stable_copy: "stable_copy_reads", sum, Nmiclock;
         /// Reads off the exact bound.
         torn: "torn_reads", sum, Nmiclock;
+        /// The largest allowance a check took for a late conversion
+        /// switch ([`switch_bound`]), ns.
+        max_skew: "max_switch_skew_ns", max, Nmiclock;
         /// Samples whose epoch was more than a wrap old when read (see
         /// [`Reading::late_epoch`]): not checked.
         late_reads: "wrap_late_reads", sum, Nmiclock;
@@ -364,13 +367,10 @@ fn switch_bound(c: &Cpu, bound: (i64, i64), switched: u64) -> Option<(i64, i64)>
     let conv = c.base_conv.load(Ordering::Relaxed);
     let from = ((conv >> 32) as u32, conv as u32);
     let base_cyc = c.base_cyc.load(Ordering::Relaxed);
-    Some(switch_skewed_bound(
-        bound,
-        base_cyc,
-        pivot,
-        from,
-        (mult, shift),
-    ))
+    let skewed = switch_skewed_bound(bound, base_cyc, pivot, from, (mult, shift));
+    let widened = bound.0.wrapping_sub(skewed.0) | skewed.1.wrapping_sub(bound.1);
+    c.max_skew.fetch_max(widened as u64, Ordering::Relaxed);
+    Some(skewed)
 }
 
 /// Notes that the run has an anomaly that no sample recorded (a stall of a
