@@ -127,7 +127,9 @@ fn cntvct<const ORDERED: bool>() -> u64 {
     let v: u64;
     if ORDERED {
         // SAFETY: `isb` and `mrs` of CNTVCT_EL0 (readable at EL1, where the
-        // kernel runs) only read the virtual counter into a register; they
+        // kernel runs, and at EL0 under Linux, which sets CNTKCTL_EL1.EL0VCTEN
+        // for its vDSO: the host torture's case) only read the virtual
+        // counter into a register; they
         // write no memory and no stack and leave flags alone. No `nomem`:
         // like the kernel's "memory" clobber, memory accesses must not move
         // across it either.
@@ -140,7 +142,8 @@ fn cntvct<const ORDERED: bool>() -> u64 {
             );
         }
     } else {
-        // SAFETY: `mrs` of CNTVCT_EL0 only reads the virtual counter into a
+        // SAFETY: `mrs` of CNTVCT_EL0 (readable at EL1 and, under Linux, at
+        // EL0, as above) only reads the virtual counter into a
         // register; it touches no memory and no stack, and leaves flags
         // alone. `nomem` lets the compiler move it like a bare sysreg read.
         unsafe {

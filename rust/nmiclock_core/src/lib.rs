@@ -33,6 +33,7 @@
 
 pub mod acct;
 pub mod bench;
+pub mod check;
 pub mod clock;
 pub mod counter;
 pub mod cyc_ns;

@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The checks of one read of the clock against the reads before it on the
+//! same reader, kernel-independent: the host torture (`host/main.rs`, which
+//! reads from signal handlers and reader threads) runs them as they are;
+//! nmiclock.ko's stress run (`rust/torture/checks.rs`) runs the same
+//! derivations ([`elapsed_bound`], [`switch_skewed_bound`], the reference
+//! tolerance below) inline with its counters.
+//!
+//! A reader's [`Base`] is its last good read. A new read is checked
+//!
+//! - **exactly**: its elapsed time since the base must be the conversion
+//!   of the counter cycles between them ([`elapsed_bound`], widened for a
+//!   conversion switch in between by [`switch_skewed_bound`]);
+//! - against the **reference** clock read on both sides of it, give or
+//!   take [`REF_TOLERANCE_NS`] and [`REF_TOLERANCE_PPM`] of the gap;
+//! - against the reader's **previous** read (backwards).
+//!
+//! No check spans an overrun (an epoch update a whole counter wrap late),
+//! which loses whole wraps whatever the protection. A torn read is no
+//! base, so consecutive torn reads each count. One reader's [`Base`] is
+//! used by that reader only (one CPU with interrupts off, one thread with
+//! its signals blocked in the handler): its atomics are for NMI and
+//! signal safety, not for sharing. Nothing here allocates, locks or
+//! panics.
+
+use crate::clock::{elapsed_bound, switch_skewed_bound, Reading};
+use crate::sync::{AtomicBool, AtomicU64, Ordering};
+
+/// Fixed part of the tolerance of the reference check, ns.
+pub const REF_TOLERANCE_NS: u64 = 20_000;
+/// Part of the tolerance of the reference check that grows with the gap
+/// between two reads, in parts per million of it.
+pub const REF_TOLERANCE_PPM: u64 = 1_000;
+
+/// What the writers had done around one read, gathered by the reader.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Around {
+    /// Publishes (epoch updates, conversion switches) finished before the
+    /// read began.
+    pub finished: u64,
+    /// Publishes begun by the time the read ended.
+    pub started: u64,
+    /// Conversion switches finished before the read began.
+    pub switches: u64,
+    /// Conversion switches recorded (pivot known) by the time it ended.
+    pub switched: u64,
+    /// Overruns counted before the read began.
+    pub overruns: u64,
+    /// No overrun was counted while it read.
+    pub same: bool,
+    /// The reference clock just before and just after the read, ns.
+    pub ref_lo: u64,
+    /// See `ref_lo`.
+    pub ref_hi: u64,
+}
+
+/// What the checks of one read found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Findings {
+    /// The exact check's error, ns (0: within the bound; negative: below
+    /// it) and the time at the end of the bound it missed; `None`: no
+    /// exact check (no base, an overrun, or the switch it spans is no
+    /// longer known).
+    pub exact: Option<(i64, u64)>,
+    /// How far a late conversion switch widened the exact bound, ns.
+    pub skew: u64,
+    /// The previous read, when this one is older than it.
+    pub backwards: Option<u64>,
+    /// How far off the reference's window the elapsed time is, ns, and the
+    /// time it was expected near, when off by more than the tolerance.
+    pub reference: Option<(u64, u64)>,
+}
+
+impl Findings {
+    /// The read passed its exact and reference checks (or had none): it
+    /// may be the next base.
+    pub fn good(&self) -> bool {
+        !matches!(self.exact, Some((e, _)) if e != 0) && self.reference.is_none()
+    }
+
+    /// The exact check failed.
+    pub fn torn(&self) -> bool {
+        matches!(self.exact, Some((e, _)) if e != 0)
+    }
+}
+
+/// One reader's last good read and previous read.
+pub struct Base {
+    ns: AtomicU64,
+    cyc: AtomicU64,
+    finished: AtomicU64,
+    switches: AtomicU64,
+    conv: AtomicU64,
+    overruns: AtomicU64,
+    ref_lo: AtomicU64,
+    ref_hi: AtomicU64,
+    has: AtomicBool,
+    prev_ns: AtomicU64,
+    prev_overruns: AtomicU64,
+}
+
+impl Default for Base {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Base {
+    crate::clock::loom_const_fn! {
+        /// No base yet: the first read is taken as one, unchecked.
+        pub fn new() -> Self {
+            Self {
+                ns: AtomicU64::new(0),
+                cyc: AtomicU64::new(0),
+                finished: AtomicU64::new(0),
+                switches: AtomicU64::new(0),
+                conv: AtomicU64::new(0),
+                overruns: AtomicU64::new(0),
+                ref_lo: AtomicU64::new(0),
+                ref_hi: AtomicU64::new(0),
+                has: AtomicBool::new(false),
+                prev_ns: AtomicU64::new(0),
+                prev_overruns: AtomicU64::new(0),
+            }
+        }
+    }
+
+    /// Makes the next read a new base: nothing before compares with it.
+    pub fn forget(&self) {
+        self.has.store(false, Ordering::Relaxed);
+    }
+
+    /// The base's counter value (for an anomaly's record).
+    pub fn cyc(&self) -> u64 {
+        self.cyc.load(Ordering::Relaxed)
+    }
+
+    /// Checks read `r`, whose surroundings are `a`, against this base: the
+    /// clock having used only `conversions` since the run began, and
+    /// `switch` giving switch number `i`'s pivot and new conversion.
+    pub fn check(
+        &self,
+        r: &Reading,
+        a: &Around,
+        conversions: impl Iterator<Item = (u32, u32)>,
+        switch: impl Fn(u64) -> Option<(u64, u32, u32)>,
+    ) -> Findings {
+        let mut f = Findings::default();
+        if !self.has.load(Ordering::Relaxed) || !a.same {
+            return f;
+        }
+        let ns = r.ns;
+        if self.prev_overruns.load(Ordering::Relaxed) == a.overruns {
+            let prev = self.prev_ns.load(Ordering::Relaxed);
+            if ns < prev {
+                f.backwards = Some(prev);
+            }
+        }
+        if self.overruns.load(Ordering::Relaxed) != a.overruns {
+            return f;
+        }
+        let base = self.ns.load(Ordering::Relaxed);
+        let d = ns.wrapping_sub(base) as i64;
+        let cycles = r.now_cyc.wrapping_sub(self.cyc.load(Ordering::Relaxed));
+        let k = a
+            .started
+            .wrapping_sub(self.finished.load(Ordering::Relaxed));
+        if let Some((lo, hi)) =
+            self.switch_bound(elapsed_bound(cycles, k, conversions), a, &switch, &mut f)
+        {
+            let err = if d < lo {
+                d.wrapping_sub(lo)
+            } else if d > hi {
+                d.wrapping_sub(hi)
+            } else {
+                0
+            };
+            let end = if err < 0 { lo } else { hi };
+            f.exact = Some((err, base.wrapping_add(end as u64)));
+        }
+        f.reference = self.off_reference(ns, a.ref_lo, a.ref_hi);
+        f
+    }
+
+    /// `bound` widened for the first conversion switch that finished after
+    /// the base was read, if any did; `None` if its record is gone.
+    fn switch_bound(
+        &self,
+        bound: (i64, i64),
+        a: &Around,
+        switch: &impl Fn(u64) -> Option<(u64, u32, u32)>,
+        f: &mut Findings,
+    ) -> Option<(i64, i64)> {
+        let first = self.switches.load(Ordering::Relaxed);
+        if a.switched <= first {
+            return Some(bound);
+        }
+        let (pivot, mult, shift) = switch(first)?;
+        let conv = self.conv.load(Ordering::Relaxed);
+        let from = ((conv >> 32) as u32, conv as u32);
+        let skewed = switch_skewed_bound(bound, self.cyc(), pivot, from, (mult, shift));
+        let widened = bound.0.wrapping_sub(skewed.0) | skewed.1.wrapping_sub(bound.1);
+        f.skew = widened as u64;
+        Some(skewed)
+    }
+
+    /// The reference check of a read `ns` bracketed by `ref_lo` and
+    /// `ref_hi` against the base: the elapsed reference time lies in
+    /// [lo, hi], the clock's must too, give or take the tolerance.
+    fn off_reference(&self, ns: u64, ref_lo: u64, ref_hi: u64) -> Option<(u64, u64)> {
+        let base = self.ns.load(Ordering::Relaxed);
+        let d = ns.wrapping_sub(base) as i64;
+        let lo = ref_lo.wrapping_sub(self.ref_hi.load(Ordering::Relaxed)) as i64;
+        let hi = ref_hi.wrapping_sub(self.ref_lo.load(Ordering::Relaxed)) as i64;
+        let growth = (hi.max(0) as u64 / 1_000_000).saturating_mul(REF_TOLERANCE_PPM);
+        let tol = REF_TOLERANCE_NS.saturating_add(growth) as i64;
+        let err = if d < lo {
+            lo.saturating_sub(d)
+        } else {
+            d.saturating_sub(hi).max(0)
+        };
+        (err > tol).then(|| {
+            let mid = (lo / 2).wrapping_add(hi / 2);
+            (err as u64, base.wrapping_add(mid as u64))
+        })
+    }
+
+    /// After the checks of `r`: it is the previous read now, and the base
+    /// if it was `good` (or there was none).
+    pub fn settle(&self, r: &Reading, a: &Around, good: bool) {
+        self.prev_ns.store(r.ns, Ordering::Relaxed);
+        self.prev_overruns.store(a.overruns, Ordering::Relaxed);
+        if good || !self.has.load(Ordering::Relaxed) {
+            self.ns.store(r.ns, Ordering::Relaxed);
+            self.cyc.store(r.now_cyc, Ordering::Relaxed);
+            self.finished.store(a.finished, Ordering::Relaxed);
+            self.switches.store(a.switches, Ordering::Relaxed);
+            let conv = (u64::from(r.mult) << 32) | u64::from(r.shift);
+            self.conv.store(conv, Ordering::Relaxed);
+            self.overruns.store(a.overruns, Ordering::Relaxed);
+            self.ref_lo.store(a.ref_lo, Ordering::Relaxed);
+            self.ref_hi.store(a.ref_hi, Ordering::Relaxed);
+            self.has.store(true, Ordering::Relaxed);
+        }
+    }
+}
