@@ -97,6 +97,8 @@ pub mod lines;
 pub mod owner;
 #[path = "nmiclock_core/src/parse.rs"]
 pub mod parse;
+#[path = "nmiclock_core/src/read_check.rs"]
+pub mod read_check;
 #[path = "nmiclock_core/src/spin.rs"]
 pub mod spin;
 

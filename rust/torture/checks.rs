@@ -3,14 +3,15 @@
 //! The per-sample checks of the stress run. Each sample ([`sample`]), from
 //! a perf overflow (IRQ or NMI) or an NMI IPI, reads nmiclock between two
 //! reads of the reference clock and of the writers' window marks, and
-//! checks the read:
+//! checks the read with its CPU's [`Base`] (`crate::read_check`, the core's
+//! checks, which the host torture runs too):
 //!
 //! - **exactly**, against the counter: each reading carries the counter
 //!   value it was converted from, so the clock's elapsed time since this
 //!   CPU's base (its last good sample) must be the conversion of the cycles
 //!   between the two reads: `[conv, conv + 1]`, however many epoch updates
 //!   came in between (the epoch keeps the conversion's remainder), derived
-//!   in [`elapsed_bound`] (via [`expected`]). When the conversion changed
+//!   in [`crate::clock::elapsed_bound`]. When the conversion changed
 //!   in between (a recalibration, `disturb=conversion`) the bound spans
 //!   every conversion the run published, and allows 1 ns for each of the
 //!   `k` publishes that took effect in between: `k` is bounded by the
@@ -21,7 +22,7 @@
 //!   before its publish is on the old line, which the new one meets only
 //!   at the pivot, so the first switch that finished after the base
 //!   widens the bound by the two conversions' difference over the base's
-//!   cycles past its pivot ([`switch_skewed_bound`]; the kernel's refined
+//!   cycles past its pivot ([`crate::clock::switch_skewed_bound`]; the kernel's refined
 //!   TSC calibration, published by a writer NMIs held up, showed it). A
 //!   base more than the switches kept ([`kclock::switch_record`]) behind
 //!   gets no exact check.
@@ -36,8 +37,8 @@
 //!   `ktime_get_raw_fast_ns()`, read on both sides of the clock so that a
 //!   vCPU descheduled in between widens the reference's window instead of
 //!   looking like a tear: the clock's elapsed time since the base must lie
-//!   in that window ([`off_reference`]), give or take [`REF_TOLERANCE_NS`]
-//!   plus [`REF_TOLERANCE_PPM`] of the gap, since our conversion and the
+//!   in that window, give or take [`crate::read_check::REF_TOLERANCE_NS`]
+//!   plus [`crate::read_check::REF_TOLERANCE_PPM`] of the gap, since our conversion and the
 //!   clocksource's are computed apart. This catches a wrong conversion,
 //!   which the exact check takes as given;
 //! - against the previous sample on its CPU (backwards), and against the
@@ -59,14 +60,14 @@
 //! make the same checks but the exact one, each finding judged by what the
 //! target promises ([`step_back`]).
 
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::anomaly::{self, Kind};
 use super::CPUS;
 use crate::acct::Outcome;
 use crate::arch::Ordered;
 use crate::bench::LatHist;
-use crate::clock::{elapsed_bound, switch_skewed_bound, Reading, Window};
+use crate::clock::{Reading, Window};
 use crate::counter::Counter;
 use crate::counters::counters;
 use crate::coverage::{kernel_hit, Hit, KernelView, View};
@@ -76,13 +77,8 @@ use crate::ffi::cpu::Context;
 use crate::high_water::HighWater;
 use crate::kacct;
 use crate::kclock;
+use crate::read_check::{Around, Base};
 use crate::target;
-
-/// Fixed part of the tolerance of the reference check, ns.
-pub(crate) const REF_TOLERANCE_NS: u64 = 20_000;
-/// Part of the tolerance of the reference check that grows with the gap
-/// between two samples, in parts per million of it.
-pub(crate) const REF_TOLERANCE_PPM: u64 = 1_000;
 
 /// log2 buckets of the read-cost histogram (ns).
 pub(crate) const HIST_BUCKETS: usize = 32;
@@ -167,22 +163,9 @@ counters! {
         target_stalls: "target_stalls", sum, Target;
     }
     state {
-        /// The last good sample: the base of the next checks.
-        base_ns: AtomicU64 = AtomicU64::new(0);
-        base_cyc: AtomicU64 = AtomicU64::new(0);
-        base_finished: AtomicU64 = AtomicU64::new(0);
-        /// Conversion switches finished before the base was read, and the
-        /// conversion it was read with (`mult << 32 | shift`).
-        base_switches: AtomicU64 = AtomicU64::new(0);
-        base_conv: AtomicU64 = AtomicU64::new(0);
-        base_overruns: AtomicU64 = AtomicU64::new(0);
-        base_ref_lo: AtomicU64 = AtomicU64::new(0);
-        base_ref_hi: AtomicU64 = AtomicU64::new(0);
-        has_base: AtomicBool = AtomicBool::new(false);
-        /// The previous sample's value, for the backwards check, and the
-        /// overrun count it was read under.
-        prev_ns: AtomicU64 = AtomicU64::new(0);
-        prev_overruns: AtomicU64 = AtomicU64::new(0);
+        /// The last good sample, the base of the next checks, and the
+        /// previous one ([`Base`]).
+        base: Base = Base::new();
         /// The read cost, log2 ns, and the exact check's error.
         pub(crate) hist: [AtomicU64; HIST_BUCKETS] = [const { AtomicU64::new(0) }; HIST_BUCKETS];
         pub(crate) err_hist: [AtomicU64; ERR_BUCKETS] = [const { AtomicU64::new(0) }; ERR_BUCKETS];
@@ -202,7 +185,7 @@ impl Cpu {
     /// Makes the next sample a new base: nothing from before compares with
     /// it (a CPU that went offline, or a new run).
     pub(crate) fn forget(&self) {
-        self.has_base.store(false, Ordering::Relaxed);
+        self.base.forget();
     }
 }
 
@@ -282,7 +265,8 @@ pub(crate) fn first_anomaly() -> Option<(u64, u64, u64)> {
 /// the run's starting conversion, in parts per billion (negative: slow).
 /// Task context.
 ///
-/// The epoch keeps the conversion's remainder (see [`elapsed_bound`]), so
+/// The epoch keeps the conversion's remainder (see
+/// [`crate::clock::elapsed_bound`]), so
 /// moving it loses nothing, however often the writers move it: 0 but for
 /// what a conversion switch's carried remainder loses (a fraction of a
 /// nanosecond each) or a recalibration's real change of rate. Reported,
@@ -345,34 +329,6 @@ fn cycles_ns(cyc: u64) -> u64 {
     )
 }
 
-/// The interval the clock's elapsed time must fall in between two reads
-/// `cycles` counter cycles apart with at most `publishes` epoch updates
-/// (or conversion switches) taking effect between them: see
-/// [`elapsed_bound`], over every conversion of the run.
-fn expected(cycles: u64, publishes: u64) -> (i64, i64) {
-    elapsed_bound(cycles, publishes, kclock::conversions())
-}
-
-/// `bound` for a read checked against `c`'s base, widened for the first
-/// conversion switch that finished after the base was read, if any did
-/// (`switched`: the switches recorded by the end of the read); `None` if
-/// that switch's record is gone (the base is more switches old than are
-/// kept): no exact check then.
-fn switch_bound(c: &Cpu, bound: (i64, i64), switched: u64) -> Option<(i64, i64)> {
-    let first = c.base_switches.load(Ordering::Relaxed);
-    if switched <= first {
-        return Some(bound);
-    }
-    let (pivot, mult, shift) = kclock::switch_record(first)?;
-    let conv = c.base_conv.load(Ordering::Relaxed);
-    let from = ((conv >> 32) as u32, conv as u32);
-    let base_cyc = c.base_cyc.load(Ordering::Relaxed);
-    let skewed = switch_skewed_bound(bound, base_cyc, pivot, from, (mult, shift));
-    let widened = bound.0.wrapping_sub(skewed.0) | skewed.1.wrapping_sub(bound.1);
-    c.max_skew.fetch_max(widened as u64, Ordering::Relaxed);
-    Some(skewed)
-}
-
 /// Notes that the run has an anomaly that no sample recorded (a stall of a
 /// read outside the samples: the acct updates', the wake-up probe's),
 /// found by the run's monitor: it counts as the first, if none came
@@ -426,29 +382,6 @@ pub(crate) fn acct_update(ctx: Context, pause_ns: u32) {
     if v.backwards {
         anomaly(Kind::AcctBackwards, ctx, time, prev, &r, at);
     }
-}
-
-/// The reference check of a read `ns` bracketed by `ref_lo` and `ref_hi`,
-/// against this CPU's base: the elapsed reference time lies in [lo, hi];
-/// the clock's must too, give or take the tolerance. When it does not:
-/// how far outside [lo, hi] it lies (ns), and the time it was expected
-/// near (the base plus the middle of [lo, hi]).
-fn off_reference(c: &Cpu, ns: u64, ref_lo: u64, ref_hi: u64) -> Option<(u64, u64)> {
-    let base = c.base_ns.load(Ordering::Relaxed);
-    let d = ns.wrapping_sub(base) as i64;
-    let lo = ref_lo.wrapping_sub(c.base_ref_hi.load(Ordering::Relaxed)) as i64;
-    let hi = ref_hi.wrapping_sub(c.base_ref_lo.load(Ordering::Relaxed)) as i64;
-    let growth = (hi.max(0) as u64 / 1_000_000).saturating_mul(REF_TOLERANCE_PPM);
-    let tol = REF_TOLERANCE_NS.saturating_add(growth) as i64;
-    let err = if d < lo {
-        lo.saturating_sub(d)
-    } else {
-        d.saturating_sub(hi).max(0)
-    };
-    (err > tol).then(|| {
-        let mid = (lo / 2).wrapping_add(hi / 2);
-        (err as u64, base.wrapping_add(mid as u64))
-    })
 }
 
 /// Notes what window the read met, if any.
@@ -527,15 +460,6 @@ fn timed<B, R, A>(
     }
 }
 
-/// Makes the sample at `ns` (between `ref_lo` and `ref_hi`) the base of
-/// the next checks on its CPU.
-fn rebase(c: &Cpu, ns: u64, ref_lo: u64, ref_hi: u64) {
-    c.base_ns.store(ns, Ordering::Relaxed);
-    c.base_ref_lo.store(ref_lo, Ordering::Relaxed);
-    c.base_ref_hi.store(ref_hi, Ordering::Relaxed);
-    c.has_base.store(true, Ordering::Relaxed);
-}
-
 /// One sample on this CPU, whose state is `c`, from context `ctx`.
 pub(crate) fn sample(c: &Cpu, ctx: Context) {
     if target::run_index() != crate::registry::NMICLOCK {
@@ -579,55 +503,39 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
         return;
     }
     let same = kclock::overruns() == overruns;
-    let mut good = true;
-    if c.has_base.load(Ordering::Relaxed)
-        && same
-        && c.prev_overruns.load(Ordering::Relaxed) == overruns
-    {
-        let prev = c.prev_ns.load(Ordering::Relaxed);
-        if ns < prev {
-            inc(&c.backwards);
-            c.max_backstep.fetch_max(prev - ns, Ordering::Relaxed);
-            anomaly(Kind::Backwards, ctx, ns, prev, &r, at);
+    let a = Around {
+        finished,
+        started,
+        switches,
+        switched,
+        overruns,
+        same,
+        ref_lo,
+        ref_hi,
+    };
+    let f = c
+        .base
+        .check(&r, &a, kclock::conversions(), kclock::switch_record);
+    c.max_skew.fetch_max(f.skew, Ordering::Relaxed);
+    if let Some(prev) = f.backwards {
+        inc(&c.backwards);
+        c.max_backstep
+            .fetch_max(prev.wrapping_sub(ns), Ordering::Relaxed);
+        anomaly(Kind::Backwards, ctx, ns, prev, &r, at);
+    }
+    if let Some((err, against)) = f.exact {
+        if let Some(h) = c.err_hist.get(err_bucket(err)) {
+            inc(h);
+        }
+        if err != 0 {
+            inc(&c.torn);
+            first(at);
+            anomaly::record(Kind::Torn, ctx, ns, against, c.base.cyc(), &r, at);
         }
     }
-    if c.has_base.load(Ordering::Relaxed)
-        && c.base_overruns.load(Ordering::Relaxed) == overruns
-        && same
-    {
-        let base = c.base_ns.load(Ordering::Relaxed);
-        let d = ns.wrapping_sub(base) as i64;
-        // Exactly, against the counter.
-        let cycles = r.now_cyc.wrapping_sub(c.base_cyc.load(Ordering::Relaxed));
-        let k = started.wrapping_sub(c.base_finished.load(Ordering::Relaxed));
-        // No exact check without the record of the switch it spans.
-        if let Some((lo, hi)) = switch_bound(c, expected(cycles, k), switched) {
-            let err = if d < lo {
-                d.wrapping_sub(lo)
-            } else if d > hi {
-                d.wrapping_sub(hi)
-            } else {
-                0
-            };
-            if let Some(h) = c.err_hist.get(err_bucket(err)) {
-                inc(h);
-            }
-            if err != 0 {
-                good = false;
-                inc(&c.torn);
-                let bound = if err < 0 { lo } else { hi };
-                first(at);
-                let against = base.wrapping_add(bound as u64);
-                let base_cyc = c.base_cyc.load(Ordering::Relaxed);
-                anomaly::record(Kind::Torn, ctx, ns, against, base_cyc, &r, at);
-            }
-        }
-        // Against the reference.
-        if let Some((_, against)) = off_reference(c, ns, ref_lo, ref_hi) {
-            good = false;
-            inc(&c.ref_mismatches);
-            anomaly(Kind::Reference, ctx, ns, against, &r, at);
-        }
+    if let Some((_, against)) = f.reference {
+        inc(&c.ref_mismatches);
+        anomaly(Kind::Reference, ctx, ns, against, &r, at);
     }
     // Only a mark gathered under this read's overrun count compares.
     if let (true, Some(h)) = (same, high.under(overruns)) {
@@ -644,19 +552,9 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
         first(at);
         anomaly::record(Kind::Stall, ctx, ns, 0, 0, &r, at);
     }
-    c.prev_ns.store(ns, Ordering::Relaxed);
-    c.prev_overruns.store(overruns, Ordering::Relaxed);
-    if good || !c.has_base.load(Ordering::Relaxed) {
-        // A torn read is no base: the next read is checked against the
-        // last good one, so consecutive torn reads each count.
-        c.base_cyc.store(r.now_cyc, Ordering::Relaxed);
-        c.base_finished.store(finished, Ordering::Relaxed);
-        c.base_switches.store(switches, Ordering::Relaxed);
-        let conv = (u64::from(r.mult) << 32) | u64::from(r.shift);
-        c.base_conv.store(conv, Ordering::Relaxed);
-        c.base_overruns.store(overruns, Ordering::Relaxed);
-        rebase(c, ns, ref_lo, ref_hi);
-    }
+    // A torn read is no base: the next read is checked against the last
+    // good one, so consecutive torn reads each count.
+    c.base.settle(&r, &a, f.good());
     acct_update(ctx, 0);
 }
 
@@ -742,35 +640,30 @@ fn sample_target(c: &Cpu, ctx: Context) {
     if let Some(local) = met {
         inc(if local { &c.hits_local } else { &c.hits_remote });
     }
+    let f = c.base.check_time(ns, ref_lo, ref_hi);
+    if let Some(prev) = f.backwards {
+        step_back(c, ctx, false, ns, prev, at);
+    }
     let mut good = true;
-    if c.has_base.load(Ordering::Relaxed) {
-        let prev = c.prev_ns.load(Ordering::Relaxed);
-        if ns < prev {
-            step_back(c, ctx, false, ns, prev, at);
+    if let Some((err, against)) = f.reference {
+        if target::promise().raw_rate {
+            good = false;
+            inc(&c.ref_mismatches);
+            let r = Reading {
+                ns,
+                ..Reading::default()
+            };
+            anomaly(Kind::Reference, ctx, ns, against, &r, at);
+        } else {
+            inc(&c.unpromised_ref);
         }
-        if let Some((err, against)) = off_reference(c, ns, ref_lo, ref_hi) {
-            if target::promise().raw_rate {
-                good = false;
-                inc(&c.ref_mismatches);
-                let r = Reading {
-                    ns,
-                    ..Reading::default()
-                };
-                anomaly(Kind::Reference, ctx, ns, against, &r, at);
-            } else {
-                inc(&c.unpromised_ref);
-            }
-            c.max_ref_error.fetch_max(err, Ordering::Relaxed);
-        }
+        c.max_ref_error.fetch_max(err, Ordering::Relaxed);
     }
     if ns < high {
         step_back(c, ctx, true, ns, high, at);
     }
     TARGET_HIGH.fetch_max(ns, Ordering::Release);
-    c.prev_ns.store(ns, Ordering::Relaxed);
-    if good || !c.has_base.load(Ordering::Relaxed) {
-        rebase(c, ns, ref_lo, ref_hi);
-    }
+    c.base.settle_time(ns, ref_lo, ref_hi, good);
     acct_update(ctx, 0);
 }
 

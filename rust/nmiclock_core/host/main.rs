@@ -5,7 +5,7 @@
 //!
 //! The clock, its three protections, the counters, the exact tear bound
 //! and the per-read checks are the files nmiclock.ko compiles
-//! (`src/clock.rs`, `src/counter.rs`, `src/check.rs`, `src/high_water.rs`).
+//! (`src/clock.rs`, `src/counter.rs`, `src/read_check.rs`, `src/high_water.rs`).
 //! On every CPU a pinned writer thread moves the clock's epoch in a loop
 //! (or, with `disturb=conversion`, switches its conversion every 16th
 //! update) and is interrupted by a signal every `period_us` of its CPU

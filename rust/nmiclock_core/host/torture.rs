@@ -8,7 +8,6 @@ use std::process::ExitCode;
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use nmiclock_core::check::{Around, Base};
 use nmiclock_core::clock::{
     Clock, ClockData, ClockSource, EpochUpdate, Latch, Reading, Seqcount, Unprotected, Window,
     Writer,
@@ -16,6 +15,7 @@ use nmiclock_core::clock::{
 use nmiclock_core::counter::{mask_for_bits, Counter};
 use nmiclock_core::cyc_ns::{calc_mult_shift, NSEC_PER_MSEC};
 use nmiclock_core::high_water::HighWater;
+use nmiclock_core::read_check::{Around, Base};
 
 use crate::{litmus, sys};
 

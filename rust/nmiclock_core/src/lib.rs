@@ -33,7 +33,6 @@
 
 pub mod acct;
 pub mod bench;
-pub mod check;
 pub mod clock;
 pub mod counter;
 pub mod cyc_ns;
@@ -42,6 +41,7 @@ pub mod high_water;
 pub mod lines;
 pub mod owner;
 pub mod parse;
+pub mod read_check;
 pub mod spin;
 
 /// Atomics and the spin hint the shared files use: `core`'s, or loom's when

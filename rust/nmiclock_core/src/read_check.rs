@@ -1,11 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The checks of one read of the clock against the reads before it on the
-//! same reader, kernel-independent: the host torture (`host/main.rs`, which
-//! reads from signal handlers and reader threads) runs them as they are;
-//! nmiclock.ko's stress run (`rust/torture/checks.rs`) runs the same
-//! derivations ([`elapsed_bound`], [`switch_skewed_bound`], the reference
-//! tolerance below) inline with its counters.
+//! same reader, kernel-independent: one implementation for nmiclock.ko's
+//! stress run (`rust/torture/checks.rs`, whose samples come from NMIs and
+//! hard IRQs; it counts and records what these find) and the host torture
+//! (`host/`, whose come from signal handlers and reader threads).
 //!
 //! A reader's [`Base`] is its last good read. A new read is checked
 //!
@@ -224,6 +223,33 @@ impl Base {
             let mid = (lo / 2).wrapping_add(hi / 2);
             (err as u64, base.wrapping_add(mid as u64))
         })
+    }
+
+    /// The checks of a read `ns` of a clock without a counter (another
+    /// module's, or the kernel's): against the previous read and the
+    /// reference bracketing it; there is no exact check, and no overruns.
+    pub fn check_time(&self, ns: u64, ref_lo: u64, ref_hi: u64) -> Findings {
+        let mut f = Findings::default();
+        if self.has.load(Ordering::Relaxed) {
+            let prev = self.prev_ns.load(Ordering::Relaxed);
+            if ns < prev {
+                f.backwards = Some(prev);
+            }
+            f.reference = self.off_reference(ns, ref_lo, ref_hi);
+        }
+        f
+    }
+
+    /// After [`Self::check_time`] of `ns`: it is the previous read now, and
+    /// the base if it was `good` (or there was none).
+    pub fn settle_time(&self, ns: u64, ref_lo: u64, ref_hi: u64, good: bool) {
+        self.prev_ns.store(ns, Ordering::Relaxed);
+        if good || !self.has.load(Ordering::Relaxed) {
+            self.ns.store(ns, Ordering::Relaxed);
+            self.ref_lo.store(ref_lo, Ordering::Relaxed);
+            self.ref_hi.store(ref_hi, Ordering::Relaxed);
+            self.has.store(true, Ordering::Relaxed);
+        }
     }
 
     /// After the checks of `r`: it is the previous read now, and the base
