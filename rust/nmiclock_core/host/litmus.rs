@@ -167,6 +167,42 @@ pub(crate) fn run(reads: &u64, needed: &u64) -> Result<u8, String> {
         Bare::NAME,
         latch_bare.read_ns - bare.read_ns
     );
+    // The trade-off in one table: what each counter read costs, what the
+    // latch adds, and how often and how far each went backwards.
+    let rate = |o: &Outcome| {
+        format!(
+            "{}/{} ({:.3} %)",
+            o.backwards,
+            o.reads,
+            o.backwards as f64 * 100.0 / o.reads.max(1) as f64
+        )
+    };
+    println!();
+    println!(
+        "{:<16} {:>8} {:>9} {:>8}  {:<30} {:>13}  {:<30} {:>9}",
+        "counter",
+        "read_ns",
+        "latch_ns",
+        "+latch",
+        "backwards, direct",
+        "max back",
+        "backwards, through the latch",
+        "max back"
+    );
+    for (c, l) in [(&ordered, &latch_ordered), (&bare, &latch_bare)] {
+        println!(
+            "{:<16} {:>8.2} {:>9.2} {:>8.2}  {:<30} {:>13}  {:<30} {:>9}",
+            c.name,
+            c.read_ns,
+            l.read_ns,
+            l.read_ns - c.read_ns,
+            rate(c),
+            format!("{} cyc {} ns", c.max_back, ns(c.max_back)),
+            rate(l),
+            format!("{} ns", l.max_back)
+        );
+    }
+    println!();
     let (verdict, code) = if ordered.backwards > 0 || latch_ordered.backwards > 0 {
         (
             format!(

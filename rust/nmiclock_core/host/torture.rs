@@ -666,7 +666,8 @@ fn sample(slot: usize, in_signal: bool) {
             );
         }
     }
-    if same {
+    // Only a good read raises the mark (as in the module).
+    if same && f.good() {
         HIGH_WATER.raise(overruns, since, || {
             OVERRUNS.load(Ordering::SeqCst) == overruns
         });
