@@ -8,12 +8,13 @@
 //! A write of `run` (or of `loops=N nruns=N update_us=N`, see
 //! [`crate::bench::parse_args`]) runs it, blocking:
 //!
-//! 1. Two phases, `idle` and `updaters`. In each, a reader kthread on 75 %
+//! 1. Two phases, `idle` and `updaters`. In each, a reader kthread on the first 75 %
 //!    of the online CPUs (refscale's default, [`timing_readers`]; the others
 //!    idle) times every [`ROWS`] operation. For each of `nruns` runs, every
 //!    row is timed back to back (run-major, so that a row and its ratio's
 //!    reference share the run's conditions): all readers start together (a
-//!    barrier), time `loops` operations in a row with preemption off, in a
+//!    barrier), time `loops` operations in a row (interrupts off in `idle`,
+//!    as refscale; preemption off with `updaters`, whose timer must fire), in a
 //!    loop compiled for that one operation ([`block`]), and the run's figure
 //!    is the mean over the readers of ns per operation (refscale's
 //!    `result_avg`); the table's figure is the median over the runs. Then
@@ -481,12 +482,18 @@ fn summarize(ri: usize, group: Group, phase: usize, nruns: usize) {
 }
 
 /// One CPU's reader, for one phase (a kthread bound to the CPU).
-fn reader(_k: &Kthread, _cpu: u32) {
+fn reader(_k: &Kthread, cpu: u32) {
     // CPU hotplug waits while the readers run: the count is stable.
     let online = ffi::cpu::num_online_cpus();
     let n = timing_readers(online);
     READERS.store(n, Ordering::Relaxed);
-    let me = JOINED.fetch_add(1, Ordering::Relaxed);
+    JOINED.fetch_add(1, Ordering::Relaxed);
+    // The timing readers are the first n online CPUs, as refscale's
+    // (reader i on CPU i): the same CPUs in every run and boot, so that
+    // its figure and ours are taken on the same CPU. Which reader joined
+    // first, which used to decide, put ours on CPU 0 in one boot and CPU
+    // 1 in the next (0.71 to 1.48 of refscale's figure, three runs).
+    let me = (0..cpu).filter(|&c| ffi::cpu::online(c)).count() as u32;
     let leader = me == 0;
     let phase = PHASE.load(Ordering::Relaxed);
     let loops = LOOPS.load(Ordering::Relaxed).max(1);
@@ -533,11 +540,19 @@ fn reader(_k: &Kthread, _cpu: u32) {
                 // Warm caches and branch predictors, as refscale does.
                 (row.block)(&rec, loops.min(1_000));
             }
-            let ns = ffi::cpu::with_preemption_disabled(|| {
+            let timed = || {
                 let t0 = ffi::time::mono_fast_ns();
                 (row.block)(&rec, loops);
                 ffi::time::mono_fast_ns().wrapping_sub(t0)
-            });
+            };
+            // Idle: interrupts off, as refscale times (no tick inside a
+            // run). With updaters, preemption off only: this CPU's
+            // updater must be able to interrupt the reads it disturbs.
+            let ns = if phase == 0 {
+                ffi::cpu::with_irqs_disabled(timed)
+            } else {
+                ffi::cpu::with_preemption_disabled(timed)
+            };
             RUN_SUM.fetch_add(
                 ns.saturating_mul(1_000) / u64::from(loops),
                 Ordering::Relaxed,
