@@ -44,7 +44,7 @@
 //! torn) and counts a stall.
 
 use core::fmt::{self, Write};
-use core::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -63,6 +63,7 @@ use crate::ffi;
 use crate::ffi::hrtimer::HrTimer;
 use crate::ffi::time::MonoFast;
 use crate::percpu::PerCpu;
+use crate::read_check::SwitchLog;
 use crate::settings::{self, Key};
 
 /// Declares the clocks, one static per protection and counter, and the
@@ -292,105 +293,38 @@ fn counted_publish<R>(f: impl FnOnce() -> R) -> R {
 
 // ---- conversion switches, for the checks' bound ----------------------------
 
-/// Switch records kept: a check whose base is older than this many switches
-/// cannot look its first one up, and is skipped.
-const SWITCH_RING: usize = 64;
-
-/// One conversion switch: its number plus 1 (0 while being written), its
-/// pivot (the counter value its new epoch is at) and its new conversion
-/// (`mult << 32 | shift`).
-struct SwitchRecord {
-    num: AtomicU64,
-    pivot: AtomicU64,
-    conv: AtomicU64,
-}
-
-static SWITCHES: [SwitchRecord; SWITCH_RING] = [const {
-    SwitchRecord {
-        num: AtomicU64::new(0),
-        pivot: AtomicU64::new(0),
-        conv: AtomicU64::new(0),
-    }
-}; SWITCH_RING];
-/// Conversion switches recorded (about to publish, or published), and
-/// those whose publish has finished, on all CPUs.
-static SWITCHES_STARTED: AtomicU64 = AtomicU64::new(0);
-static SWITCHES_FINISHED: AtomicU64 = AtomicU64::new(0);
+/// The running clock's conversion switches: their pivots, for the checks.
+static SWITCHES: SwitchLog = SwitchLog::new();
 
 /// Conversion switches recorded so far. Any context.
 #[inline]
 pub(crate) fn switches_started() -> u64 {
-    SWITCHES_STARTED.load(Ordering::Acquire)
+    SWITCHES.started()
 }
 
 /// Conversion switches whose publish has finished. Any context.
 #[inline]
 pub(crate) fn switches_finished() -> u64 {
-    SWITCHES_FINISHED.load(Ordering::Acquire)
+    SWITCHES.finished()
 }
 
 /// Switch number `i` (from 0): its pivot and new `(mult, shift)`, or
 /// `None` if it is not recorded (yet, or any more). Any context.
 #[inline]
 pub(crate) fn switch_record(i: u64) -> Option<(u64, u32, u32)> {
-    let slot = SWITCHES.get((i % SWITCH_RING as u64) as usize)?;
-    let want = i.wrapping_add(1);
-    if slot.num.load(Ordering::Acquire) != want {
-        return None;
-    }
-    let pivot = slot.pivot.load(Ordering::Relaxed);
-    let conv = slot.conv.load(Ordering::Relaxed);
-    fence(Ordering::Acquire);
-    (slot.num.load(Ordering::Relaxed) == want).then_some((pivot, (conv >> 32) as u32, conv as u32))
-}
-
-/// The writer of a conversion switch: the coverage marks and pauses of
-/// [`Marker`], and the switch's pivot recorded before its publish, so that
-/// a check spanning it knows where the new conversion applies from (see
-/// [`crate::clock::switch_skewed_bound`]).
-struct Switching {
-    marker: Marker,
-}
-
-impl Writer for Switching {
-    fn enter(&mut self, window: Window) {
-        self.marker.enter(window);
-    }
-
-    fn pause(&mut self) {
-        self.marker.pause();
-    }
-
-    fn leave(&mut self) {
-        self.marker.leave();
-    }
-
-    fn switching(&mut self, new: &ClockData) {
-        // Under the clock's writer exclusion: one recorder at a time.
-        let i = SWITCHES_STARTED.load(Ordering::Relaxed);
-        if let Some(slot) = SWITCHES.get((i % SWITCH_RING as u64) as usize) {
-            slot.num.store(0, Ordering::Relaxed);
-            fence(Ordering::Release);
-            slot.pivot.store(new.epoch_cyc, Ordering::Relaxed);
-            slot.conv.store(
-                (u64::from(new.mult) << 32) | u64::from(new.shift),
-                Ordering::Relaxed,
-            );
-            slot.num.store(i.wrapping_add(1), Ordering::Release);
-        }
-        SWITCHES_STARTED.store(i.wrapping_add(1), Ordering::Release);
-    }
+    SWITCHES.get(i)
 }
 
 /// Switches the running clock to `(mult, shift)` ([`ClockSource::recalibrate`]),
 /// pausing `pause_ns` inside, counted as a publish and as a switch.
 fn switch_to(clock: &dyn ClockSource, mult: u32, shift: u32, pause_ns: u32) -> bool {
-    let mut w = Switching {
+    let mut w = Announcing {
         marker: Marker::here(pause_ns),
+        announced: false,
     };
     let done = counted_publish(|| clock.recalibrate(mult, shift, &mut w));
     if done {
-        SWITCHES_FINISHED.fetch_add(1, Ordering::AcqRel);
+        SWITCHES.finish();
     }
     done
 }
@@ -464,11 +398,13 @@ pub(crate) fn update_epoch() {
     });
 }
 
-/// The writer of an epoch update: the coverage marks and pauses of
-/// [`Marker`], and an overrun counted in [`OVERRUNS`] before the update
-/// that loses the wraps is published, so that a reader who sees the new
-/// epoch sees the count moved too (the stress run's checks then span no
-/// such update).
+/// The writer of an epoch update or a conversion switch: the coverage
+/// marks and pauses of [`Marker`]; an overrun counted in [`OVERRUNS`]
+/// before the update that loses the wraps is published, so that a reader
+/// who sees the new epoch sees the count moved too (the stress run's
+/// checks then span no such update); and a switch's pivot recorded in
+/// [`SWITCHES`] before its publish, so that a check spanning it knows
+/// where the new conversion applies from.
 struct Announcing {
     marker: Marker,
     announced: bool,
@@ -490,6 +426,10 @@ impl Writer for Announcing {
     fn overrun(&mut self) {
         OVERRUNS.fetch_add(1, Ordering::SeqCst);
         self.announced = true;
+    }
+
+    fn switching(&mut self, new: &ClockData) {
+        SWITCHES.record(new);
     }
 }
 

@@ -5,7 +5,7 @@
 
 use std::cell::Cell;
 use std::process::ExitCode;
-use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use nmiclock_core::clock::{
@@ -15,7 +15,7 @@ use nmiclock_core::clock::{
 use nmiclock_core::counter::{mask_for_bits, Counter};
 use nmiclock_core::cyc_ns::{calc_mult_shift, NSEC_PER_MSEC};
 use nmiclock_core::high_water::HighWater;
-use nmiclock_core::read_check::{Around, Base};
+use nmiclock_core::read_check::{Around, Base, SwitchLog};
 
 use crate::{litmus, sys};
 
@@ -251,45 +251,12 @@ fn parse(args: &[String]) -> Result<Option<Settings>, String> {
 
 // ---- what the writers publish, for the readers ------------------------------
 
-/// Publishes begun and finished; conversion switches recorded and
-/// finished; overruns (epoch updates a whole wrap late): as the module's
-/// `kclock` counts them.
+/// Publishes begun and finished; overruns (epoch updates a whole wrap
+/// late); the conversion switches: as the module's `kclock` counts them.
 static PUB_STARTED: AtomicU64 = AtomicU64::new(0);
 static PUB_FINISHED: AtomicU64 = AtomicU64::new(0);
-static SWITCHES_STARTED: AtomicU64 = AtomicU64::new(0);
-static SWITCHES_FINISHED: AtomicU64 = AtomicU64::new(0);
 static OVERRUNS: AtomicU64 = AtomicU64::new(0);
-
-/// Switch records kept (a base older than this many switches gets no exact
-/// check).
-const SWITCH_RING: usize = 64;
-
-struct SwitchRecord {
-    num: AtomicU64,
-    pivot: AtomicU64,
-    conv: AtomicU64,
-}
-
-static SWITCHES: [SwitchRecord; SWITCH_RING] = [const {
-    SwitchRecord {
-        num: AtomicU64::new(0),
-        pivot: AtomicU64::new(0),
-        conv: AtomicU64::new(0),
-    }
-}; SWITCH_RING];
-
-/// Switch `i`'s pivot and new conversion, if still recorded.
-fn switch_record(i: u64) -> Option<(u64, u32, u32)> {
-    let slot = SWITCHES.get((i % SWITCH_RING as u64) as usize)?;
-    let want = i.wrapping_add(1);
-    if slot.num.load(Ordering::Acquire) != want {
-        return None;
-    }
-    let pivot = slot.pivot.load(Ordering::Relaxed);
-    let conv = slot.conv.load(Ordering::Relaxed);
-    fence(Ordering::Acquire);
-    (slot.num.load(Ordering::Relaxed) == want).then_some((pivot, (conv >> 32) as u32, conv as u32))
-}
+static SWITCHES: SwitchLog = SwitchLog::new();
 
 /// The conversions the run published: the base and its alternate.
 static CONVERSIONS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
@@ -477,19 +444,7 @@ impl Writer for HostWriter {
     }
 
     fn switching(&mut self, new: &ClockData) {
-        // Under the clock's writer exclusion: one recorder at a time.
-        let i = SWITCHES_STARTED.load(Ordering::Relaxed);
-        if let Some(s) = SWITCHES.get((i % SWITCH_RING as u64) as usize) {
-            s.num.store(0, Ordering::Relaxed);
-            fence(Ordering::Release);
-            s.pivot.store(new.epoch_cyc, Ordering::Relaxed);
-            s.conv.store(
-                (u64::from(new.mult) << 32) | u64::from(new.shift),
-                Ordering::Relaxed,
-            );
-            s.num.store(i.wrapping_add(1), Ordering::Release);
-        }
-        SWITCHES_STARTED.store(i.wrapping_add(1), Ordering::Release);
+        SWITCHES.record(new);
     }
 }
 
@@ -559,7 +514,7 @@ fn writer(cpu: usize, slot: usize, s: &Settings) -> Result<(), String> {
                 (bm, bs)
             };
             if c.recalibrate(m, sh, &mut w) {
-                SWITCHES_FINISHED.fetch_add(1, Ordering::AcqRel);
+                SWITCHES.finish();
                 inc(&me.switches);
             }
         } else if let EpochUpdate::Updated { overrun } = c.update_epoch(&mut w) {
@@ -590,7 +545,7 @@ fn sample(slot: usize, in_signal: bool) {
     let local0 = me.window.load(Ordering::Acquire);
     let (open0, seq0) = (OPEN.load(Ordering::Acquire), SEQ.load(Ordering::Acquire));
     let finished = PUB_FINISHED.load(Ordering::Acquire);
-    let switches = SWITCHES_FINISHED.load(Ordering::Acquire);
+    let switches = SWITCHES.finished();
     let overruns = OVERRUNS.load(Ordering::SeqCst);
     let ref_lo = sys::mono_raw_ns();
     // The mark, then at once the read: nothing ordering in between, so a
@@ -600,7 +555,7 @@ fn sample(slot: usize, in_signal: bool) {
     let r = read_active();
     let ref_hi = sys::mono_raw_ns();
     let started = PUB_STARTED.load(Ordering::Acquire);
-    let switched = SWITCHES_STARTED.load(Ordering::Acquire);
+    let switched = SWITCHES.started();
     let same = OVERRUNS.load(Ordering::SeqCst) == overruns;
     let (open1, seq1) = (OPEN.load(Ordering::Acquire), SEQ.load(Ordering::Acquire));
     // A handler that interrupted its own writer in its window: local. Any
@@ -631,7 +586,7 @@ fn sample(slot: usize, in_signal: bool) {
         ref_lo,
         ref_hi,
     };
-    let f = me.base.check(&r, &a, conversions(), switch_record);
+    let f = me.base.check(&r, &a, conversions(), |i| SWITCHES.get(i));
     me.max_skew.fetch_max(f.skew, Ordering::Relaxed);
     if let Some(prev) = f.backwards {
         inc(&me.backwards);

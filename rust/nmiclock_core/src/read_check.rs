@@ -23,8 +23,8 @@
 //! signal safety, not for sharing. Nothing here allocates, locks or
 //! panics.
 
-use crate::clock::{elapsed_bound, switch_skewed_bound, Reading};
-use crate::sync::{AtomicBool, AtomicU64, Ordering};
+use crate::clock::{elapsed_bound, switch_skewed_bound, ClockData, Reading};
+use crate::sync::{fence, AtomicBool, AtomicU64, Ordering};
 
 /// Fixed part of the tolerance of the reference check, ns.
 pub const REF_TOLERANCE_NS: u64 = 20_000;
@@ -269,5 +269,118 @@ impl Base {
             self.ref_hi.store(a.ref_hi, Ordering::Relaxed);
             self.has.store(true, Ordering::Relaxed);
         }
+    }
+}
+
+/// Conversion switches a [`SwitchLog`] keeps: a check whose base is older
+/// than this many switches cannot look its first one up, and is skipped.
+pub const SWITCH_RING: usize = 64;
+
+/// One conversion switch: its number plus 1 (0 while being written), its
+/// pivot (the counter value its new epoch is at) and its new conversion
+/// (`mult << 32 | shift`).
+struct SwitchRecord {
+    num: AtomicU64,
+    pivot: AtomicU64,
+    conv: AtomicU64,
+}
+
+impl SwitchRecord {
+    crate::clock::loom_const_fn! {
+        fn new() -> Self {
+            Self {
+                num: AtomicU64::new(0),
+                pivot: AtomicU64::new(0),
+                conv: AtomicU64::new(0),
+            }
+        }
+    }
+}
+
+/// The conversion switches of a clock, for the checks' bound (see
+/// [`switch_skewed_bound`]): each switch's pivot and new conversion,
+/// recorded by its writer before the publish ([`SwitchLog::record`], from
+/// [`crate::clock::Writer::switching`]), and counts of the switches
+/// recorded and finished. Readers look a switch up by its number
+/// ([`SwitchLog::get`]), NMI and signal context included: a record is a
+/// small seqlock whose reader gives up (`None`) rather than wait.
+pub struct SwitchLog {
+    ring: [SwitchRecord; SWITCH_RING],
+    started: AtomicU64,
+    finished: AtomicU64,
+}
+
+impl Default for SwitchLog {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SwitchLog {
+    /// An empty log.
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        Self {
+            ring: [const { SwitchRecord::new() }; SWITCH_RING],
+            started: AtomicU64::new(0),
+            finished: AtomicU64::new(0),
+        }
+    }
+
+    /// An empty log.
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        Self {
+            ring: core::array::from_fn(|_| SwitchRecord::new()),
+            started: AtomicU64::new(0),
+            finished: AtomicU64::new(0),
+        }
+    }
+
+    /// Records the switch about to publish `new`. Its writer's only: under
+    /// the clock's writer exclusion, one recorder at a time.
+    pub fn record(&self, new: &ClockData) {
+        let i = self.started.load(Ordering::Relaxed);
+        if let Some(r) = self.ring.get((i % SWITCH_RING as u64) as usize) {
+            r.num.store(0, Ordering::Relaxed);
+            fence(Ordering::Release);
+            r.pivot.store(new.epoch_cyc, Ordering::Relaxed);
+            let conv = (u64::from(new.mult) << 32) | u64::from(new.shift);
+            r.conv.store(conv, Ordering::Relaxed);
+            r.num.store(i.wrapping_add(1), Ordering::Release);
+        }
+        self.started.store(i.wrapping_add(1), Ordering::Release);
+    }
+
+    /// The switch recorded last has been published.
+    pub fn finish(&self) {
+        self.finished.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Switches recorded so far. Any context.
+    #[inline]
+    pub fn started(&self) -> u64 {
+        self.started.load(Ordering::Acquire)
+    }
+
+    /// Switches whose publish has finished. Any context.
+    #[inline]
+    pub fn finished(&self) -> u64 {
+        self.finished.load(Ordering::Acquire)
+    }
+
+    /// Switch number `i` (from 0): its pivot and new `(mult, shift)`, or
+    /// `None` if it is not recorded (yet, or any more). Any context.
+    #[inline]
+    pub fn get(&self, i: u64) -> Option<(u64, u32, u32)> {
+        let r = self.ring.get((i % SWITCH_RING as u64) as usize)?;
+        let want = i.wrapping_add(1);
+        if r.num.load(Ordering::Acquire) != want {
+            return None;
+        }
+        let pivot = r.pivot.load(Ordering::Relaxed);
+        let conv = r.conv.load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
+        (r.num.load(Ordering::Relaxed) == want).then_some((pivot, (conv >> 32) as u32, conv as u32))
     }
 }

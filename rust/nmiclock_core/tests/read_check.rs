@@ -153,3 +153,28 @@ fn a_target_read_is_checked_for_time_only() {
     let f = b.check_time(1_000 + 100_000, 1_000 + 10_000_000, 1_000 + 10_000_000);
     assert!(f.reference.is_some());
 }
+
+#[test]
+fn the_switch_log_keeps_the_last_switches_pivots() {
+    use nmiclock_core::clock::ClockData;
+    use nmiclock_core::read_check::{SwitchLog, SWITCH_RING};
+    let log = SwitchLog::new();
+    assert_eq!((log.started(), log.finished(), log.get(0)), (0, 0, None));
+    let n = SWITCH_RING as u64 + 3;
+    for i in 0..n {
+        log.record(&ClockData {
+            epoch_cyc: 1_000 + i,
+            mult: 7 + i as u32,
+            shift: 3,
+            ..ClockData::default()
+        });
+        assert_eq!(log.started(), i + 1);
+        assert_eq!(log.get(i), Some((1_000 + i, 7 + i as u32, 3)));
+        log.finish();
+    }
+    assert_eq!(log.finished(), n);
+    // The oldest three are overwritten, the next one not yet recorded.
+    assert_eq!(log.get(2), None);
+    assert_eq!(log.get(3), Some((1_003, 10, 3)));
+    assert_eq!(log.get(n), None);
+}
