@@ -314,6 +314,9 @@ fn create_files(shared: Arc<Shared>) -> Result<ffi::debugfs::Dir> {
     let name = c_str!("anomalies");
     dir.add_ro(name, ro, |w| torture::anomaly::show(w))
         .inspect_err(file_error(name))?;
+    let name = c_str!("series");
+    dir.add_ro(name, ro, |w| torture::series::show(w))
+        .inspect_err(file_error(name))?;
     let name = c_str!("check");
     dir.add_rw(name, rw, |w| check::show(w), check::write)
         .inspect_err(file_error(name))?;

@@ -31,6 +31,7 @@
 pub(crate) mod anomaly;
 pub(crate) mod ceiling;
 mod checks;
+pub(crate) mod series;
 pub(crate) mod show;
 pub(crate) mod source;
 mod wake;
@@ -387,11 +388,12 @@ fn monitor(stopper: &Work) -> u64 {
             target::update_step();
         }
     }
-    let verdict = show::verdict_so_far();
+    let (verdict, totals) = show::progress();
     if verdict == show::Verdict::Failure {
         checks::note_anomaly();
     }
     let elapsed = ffi::time::local_clock().saturating_sub(START_NS.load(Ordering::Relaxed));
+    series::record(elapsed, || totals);
     let duration = u64::from(settings::number(Key::DurationS)) * 1_000_000_000;
     let reason = match settings::choice::<Until>() {
         Until::Verdict if elapsed < duration => match verdict {
@@ -552,6 +554,7 @@ impl Installed {
         BENCH_OWNS_RUN.store(guard.is_nested(), Ordering::Relaxed);
         reset_counters();
         checks::start_run();
+        series::reset();
         REASON.store(Reason::Duration as u32, Ordering::Relaxed);
         START_NS.store(ffi::time::local_clock(), Ordering::Relaxed);
         END_NS.store(0, Ordering::Relaxed);

@@ -183,10 +183,17 @@ impl Totals {
     }
 }
 
-/// The verdict of the run in progress so far (for `until=verdict`). Any
-/// context but NMI.
-pub(crate) fn verdict_so_far() -> Verdict {
-    Totals::now().verdict()
+/// The verdict so far and the totals the per-second series keeps, from
+/// one look at the counts (for the monitor). Any context but NMI.
+pub(crate) fn progress() -> (Verdict, super::series::Totals) {
+    let t = Totals::now();
+    let p = super::series::Totals {
+        samples: t.n.samples,
+        nmi_samples: t.n.nmi_samples,
+        hits: t.n.hits_local.wrapping_add(t.n.hits_remote),
+        anomalies: t.errors(),
+    };
+    (t.verdict(), p)
 }
 
 /// The source a run uses (or used last), or "none" before the first run.
