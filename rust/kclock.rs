@@ -161,6 +161,10 @@ fn epoch_interval_ns(ms: &crate::cyc_ns::MultShift, mask: u64) -> u64 {
 /// naming the settings and what would be valid. A counter without a rate
 /// passes here: starting the clock refuses it.
 pub(crate) fn check_settings(v: &settings::Values) -> Result {
+    if v.number(Key::TraceOnAnomaly) != 0 && !ffi::trace::available() {
+        pr_err!("trace_on_anomaly=1: this kernel has no tracing (CONFIG_TRACING)\n");
+        return Err(EINVAL);
+    }
     let bits = v.number(Key::CounterBits);
     let window = u64::from(v.number(Key::TearWindowNs));
     let (Some(mask), Some(ms)) = (mask_for_bits(bits), conversion(ffi::time::counter_khz())) else {

@@ -35,6 +35,7 @@
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/timekeeping.h>
+#include <linux/trace.h>
 #include <linux/workqueue.h>
 
 #include "nmiclock_glue.h"
@@ -716,6 +717,63 @@ u64 nmiclock_ktime_get_ns(void)
 {
 	return ktime_get_ns();
 }
+
+/* ---- tracing ---------------------------------------------------------------------- */
+
+#ifdef CONFIG_TRACING
+bool nmiclock_tracing_available(void)
+{
+	return true;
+}
+
+struct trace_array *nmiclock_trace_get(void)
+{
+	struct trace_array *tr = trace_array_get_by_name("nmiclock", NULL);
+
+	if (tr && trace_array_init_printk(tr)) {
+		trace_array_put(tr);
+		return NULL;
+	}
+	return tr;
+}
+
+void nmiclock_trace_put(struct trace_array *tr)
+{
+	trace_array_put(tr);
+}
+
+void nmiclock_trace_mark(struct trace_array *tr, const char *what, u64 a, u64 b)
+{
+	trace_array_printk(tr, _THIS_IP_, "%s %llu %llu\n", what, a, b);
+}
+
+void nmiclock_tracing_off(void)
+{
+	tracing_off();
+}
+#else
+bool nmiclock_tracing_available(void)
+{
+	return false;
+}
+
+struct trace_array *nmiclock_trace_get(void)
+{
+	return NULL;
+}
+
+void nmiclock_trace_put(struct trace_array *tr)
+{
+}
+
+void nmiclock_trace_mark(struct trace_array *tr, const char *what, u64 a, u64 b)
+{
+}
+
+void nmiclock_tracing_off(void)
+{
+}
+#endif
 
 /* ---- targets ---------------------------------------------------------------------- */
 

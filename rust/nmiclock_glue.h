@@ -66,7 +66,8 @@ struct task_struct;
 	X(disturb)		\
 	X(target)		\
 	X(wake)			\
-	X(poll_us)
+	X(poll_us)		\
+	X(trace_on_anomaly)
 
 #define NMICLOCK_PARAM_ONE(name) + 1
 enum nmiclock_params {
@@ -293,6 +294,31 @@ u64 sched_clock(void);
 u64 nmiclock_boot_fast_ns(void);
 u64 nmiclock_tai_fast_ns(void);
 u64 nmiclock_ktime_get_ns(void);
+
+/* ---- tracing ------------------------------------------------------------------------ */
+
+/*
+ * trace_on_anomaly=1: the kernel's tracing stopped at a run's first
+ * anomaly, after a marker in nmiclock's own trace instance. Wrapped for
+ * the kernels without CONFIG_TRACING (their stubs are inline, or absent),
+ * and trace_array_printk() is variadic, which Rust does not call.
+ *
+ * nmiclock_tracing_available(): whether this kernel has tracing.
+ * nmiclock_trace_get(): the instance "nmiclock" (created if needed), its
+ *   printk buffers set up; NULL without tracing or memory. Task context.
+ * nmiclock_trace_put(): drops that reference (the instance stays, for
+ *   reading after the run).
+ * nmiclock_trace_mark(): one record "@what a b" in the instance. Any
+ *   context, NMI included (the ring buffer is lock-free).
+ * nmiclock_tracing_off(): tracing_off(): stops the top-level buffer. Any
+ *   context, NMI included.
+ */
+struct trace_array;
+bool nmiclock_tracing_available(void);
+struct trace_array *nmiclock_trace_get(void);
+void nmiclock_trace_put(struct trace_array *tr);
+void nmiclock_trace_mark(struct trace_array *tr, const char *what, u64 a, u64 b);
+void nmiclock_tracing_off(void);
 
 /* ---- the hypervisor ------------------------------------------------------------------ */
 

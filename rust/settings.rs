@@ -143,6 +143,9 @@ settings! {
     /// Poll window of `wake=poll`, us.
     PollUs "poll_us": Kind::Number { min: 0, max: 10_000 }, default "100", false,
         "poll window of wake=poll, us";
+    /// Stop the kernel's tracing at a stress run's first anomaly.
+    TraceOnAnomaly "trace_on_anomaly": Kind::Number { min: 0, max: 1 }, default "0", false,
+        "at a stress run's first anomaly, write a marker into the trace instance nmiclock and stop tracing (tracing_off()), so that the trace holds what led up to it (needs CONFIG_TRACING)";
 }
 
 /// The glue declares exactly one module parameter per setting.

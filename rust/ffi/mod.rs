@@ -37,6 +37,8 @@
 //! - [`cpu`]: CPU ids, hotplug callbacks ([`cpu::Hotplug`]) and the hotplug
 //!   lock, interrupts and preemption, delays;
 //! - [`time`]: the kernel's clocks, the counter's rate, `TICK_NSEC`;
+//! - [`trace`]: nmiclock's trace instance and `tracing_off()`, for
+//!   `trace_on_anomaly`;
 //! - [`hypervisor`]: where the kernel runs (QEMU TCG, KVM, another
 //!   hypervisor, the hardware), from the hypervisor's identity;
 //! - [`target`]: targets other modules register, and the two functions
@@ -75,6 +77,7 @@ pub(crate) mod nmi;
 pub(crate) mod params;
 pub(crate) mod target;
 pub(crate) mod time;
+pub(crate) mod trace;
 pub(crate) mod workqueue;
 
 use kernel::ffi::c_void;

@@ -353,6 +353,15 @@ fn first(at_ns: u64) {
             .wrapping_add(CPUS.sum(|c| &c.checks.hits_remote));
         FIRST_HITS.store(hits.wrapping_add(1), Ordering::Relaxed);
         FIRST_NS.store(at_ns.wrapping_add(1), Ordering::Relaxed);
+        // trace_on_anomaly=1: a marker, then the kernel's tracing stopped,
+        // so that its buffer ends with what led up to this.
+        if ffi::trace::mark(
+            kernel::c_str!("nmiclock: first anomaly, samples, at_ns:"),
+            samples,
+            at_ns,
+        ) {
+            ffi::trace::off();
+        }
     }
 }
 

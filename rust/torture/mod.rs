@@ -350,6 +350,9 @@ struct Run {
     deadline: HrTimer,
     waker: Option<HrTimer>,
     source: source::RunPart,
+    /// `trace_on_anomaly=1`: the trace instance the first anomaly marks;
+    /// dropped after `source`, once no sample can mark it.
+    _trace: Option<ffi::trace::Installed>,
     /// Released once nothing reads the target any more.
     _target: target::Pinned,
     guard: Option<Guard>,
@@ -438,11 +441,27 @@ fn build(guard: Guard, stopper: &Arc<Work>) -> Result<KBox<Run>> {
     } else {
         source::choose_and_start(period_ns)?
     };
+    let trace = if settings::number(Key::TraceOnAnomaly) != 0 {
+        let Some(i) = ffi::trace::Instance::get() else {
+            pr_err!("start: trace_on_anomaly=1: cannot get the trace instance nmiclock\n");
+            return Err(ENOMEM);
+        };
+        let i = i.install();
+        ffi::trace::mark(
+            kernel::c_str!("nmiclock: run start, period_ns, cpus:"),
+            period_ns,
+            u64::from(ffi::cpu::num_online_cpus()),
+        );
+        Some(i)
+    } else {
+        None
+    };
     let mut run = KBox::new(
         Run {
             deadline,
             waker: None,
             source: part,
+            _trace: trace,
             _target: target,
             guard: Some(guard),
         },
