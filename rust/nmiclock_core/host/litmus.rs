@@ -229,7 +229,7 @@ pub(crate) fn run(reads: &u64, needed: &u64) -> Result<u8, String> {
     } else {
         (
             format!(
-                "INCONCLUSIVE ({} never went backwards in {} reads: this CPU did not reorder it)",
+                "INCONCLUSIVE ({} never went backwards in {} reads: this CPU did not reorder it, or its threads seldom ran side by side on a loaded machine)",
                 Bare::NAME,
                 bare.reads
             ),
