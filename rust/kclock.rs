@@ -58,7 +58,7 @@ use crate::clock::{
 };
 use crate::counter::{mask_for_bits, Counter};
 use crate::coverage::Marker;
-use crate::cyc_ns::{calc_mult_shift, NSEC_PER_MSEC};
+use crate::cyc_ns::{calc_mult_shift, same_rate_pair, NSEC_PER_MSEC};
 use crate::ffi;
 use crate::ffi::hrtimer::HrTimer;
 use crate::ffi::time::MonoFast;
@@ -452,17 +452,8 @@ pub(crate) fn overruns() -> u64 {
 /// [`switch_conversion`].
 static BASE_CONVERSION: AtomicU64 = AtomicU64::new(0);
 
-/// The same rate as `(mult, shift)` with another pair: twice the multiplier
-/// and one more shift, or (when that does not fit) half and one less.
-fn alternate(mult: u32, shift: u32) -> (u32, u32) {
-    match (mult.checked_mul(2), shift.checked_add(1)) {
-        (Some(m), Some(s)) if s <= 32 => (m, s),
-        _ => (mult / 2, shift.saturating_sub(1)),
-    }
-}
-
 /// `disturb=conversion`: switches the running clock between its base
-/// conversion and [`alternate`] of it, carrying the epoch across as
+/// conversion and [`same_rate_pair`] of it, carrying the epoch across as
 /// `sched_clock_register()` and a counter recalibration do, marking the window
 /// and pausing `tear_window_ns` inside it. The rate stays the same, so the
 /// clock stays right; a reader that mixes the two pairs' fields reads half
@@ -475,7 +466,7 @@ pub(crate) fn switch_conversion() {
     let (bm, bs) = ((base >> 32) as u32, base as u32);
     let d = clock.data();
     let (mult, shift) = if (d.mult, d.shift) == (bm, bs) {
-        alternate(bm, bs)
+        same_rate_pair(bm, bs)
     } else {
         (bm, bs)
     };

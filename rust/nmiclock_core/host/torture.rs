@@ -13,7 +13,7 @@ use nmiclock_core::clock::{
     Writer,
 };
 use nmiclock_core::counter::{mask_for_bits, Counter};
-use nmiclock_core::cyc_ns::{calc_mult_shift, NSEC_PER_MSEC};
+use nmiclock_core::cyc_ns::{calc_mult_shift, same_rate_pair, NSEC_PER_MSEC};
 use nmiclock_core::high_water::HighWater;
 use nmiclock_core::read_check::{Around, Base, SwitchLog};
 
@@ -270,15 +270,6 @@ fn conversions() -> impl Iterator<Item = (u32, u32)> {
         })
 }
 
-/// The same rate as `(mult, shift)` with another pair (the module's
-/// `disturb=conversion` pairs).
-fn alternate(mult: u32, shift: u32) -> (u32, u32) {
-    match (mult.checked_mul(2), shift.checked_add(1)) {
-        (Some(m), Some(s)) if s <= 32 => (m, s),
-        _ => (mult / 2, shift.saturating_sub(1)),
-    }
-}
-
 /// Writers inside an update, and windows entered: for remote hits.
 static OPEN: AtomicU32 = AtomicU32::new(0);
 static SEQ: AtomicU32 = AtomicU32::new(0);
@@ -509,7 +500,7 @@ fn writer(cpu: usize, slot: usize, s: &Settings) -> Result<(), String> {
             let base = CONVERSIONS[0].load(Ordering::Relaxed);
             let (bm, bs) = ((base >> 32) as u32, base as u32);
             let (m, sh) = if (d.mult, d.shift) == (bm, bs) {
-                alternate(bm, bs)
+                same_rate_pair(bm, bs)
             } else {
                 (bm, bs)
             };
@@ -730,7 +721,7 @@ fn torture(s: &Settings) -> Result<u8, String> {
         Ordering::Relaxed,
     );
     if s.disturb_conversion {
-        let (m, sh) = alternate(ms.mult, ms.shift);
+        let (m, sh) = same_rate_pair(ms.mult, ms.shift);
         CONVERSIONS[1].store((u64::from(m) << 32) | u64::from(sh), Ordering::Relaxed);
     }
     HW_BASE.store(c.read().ns.saturating_sub(1 << 40), Ordering::Relaxed);

@@ -126,13 +126,14 @@ pub struct Cntvct;
 fn cntvct<const ORDERED: bool>() -> u64 {
     let v: u64;
     if ORDERED {
-        // SAFETY: `isb` and `mrs` of CNTVCT_EL0 (readable at EL1, where the
-        // kernel runs, and at EL0 under Linux, which sets CNTKCTL_EL1.EL0VCTEN
-        // for its vDSO: the host torture's case) only read the virtual
-        // counter into a register; they
-        // write no memory and no stack and leave flags alone. No `nomem`:
-        // like the kernel's "memory" clobber, memory accesses must not move
-        // across it either.
+        // The register is readable at EL1, where the kernel runs, and at
+        // EL0 under Linux, which sets CNTKCTL_EL1.EL0VCTEN for its vDSO:
+        // the host torture's case.
+        //
+        // SAFETY: `isb` and `mrs` of CNTVCT_EL0 only read the virtual
+        // counter into a register; no memory, no stack, flags untouched.
+        // No `nomem`: like the kernel's "memory" clobber, memory accesses
+        // must not move across it either.
         unsafe {
             core::arch::asm!(
                 "isb",
@@ -142,10 +143,10 @@ fn cntvct<const ORDERED: bool>() -> u64 {
             );
         }
     } else {
-        // SAFETY: `mrs` of CNTVCT_EL0 (readable at EL1 and, under Linux, at
-        // EL0, as above) only reads the virtual counter into a
-        // register; it touches no memory and no stack, and leaves flags
-        // alone. `nomem` lets the compiler move it like a bare sysreg read.
+        // SAFETY: `mrs` of CNTVCT_EL0 (readable at EL0 too, as above) only
+        // reads the virtual counter into a register; no memory, no stack,
+        // flags untouched. `nomem` lets the compiler move it like a bare
+        // sysreg read.
         unsafe {
             core::arch::asm!(
                 "mrs {v}, cntvct_el0",

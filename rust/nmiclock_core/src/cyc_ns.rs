@@ -131,3 +131,15 @@ pub fn max_cycles(mult: u32, mask: u64) -> u64 {
         mask
     }
 }
+
+/// The same rate as `(mult, shift)` with another pair: twice the
+/// multiplier and one more shift, or (when that does not fit) half and one
+/// less. What `disturb=conversion` switches between: the clock stays
+/// right, and a reader that mixes the two pairs' fields reads half or
+/// twice the time since the epoch.
+pub fn same_rate_pair(mult: u32, shift: u32) -> (u32, u32) {
+    match (mult.checked_mul(2), shift.checked_add(1)) {
+        (Some(m), Some(s)) if s <= 32 => (m, s),
+        _ => (mult / 2, shift.saturating_sub(1)),
+    }
+}

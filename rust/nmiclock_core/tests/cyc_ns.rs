@@ -256,3 +256,20 @@ fn max_cycles_is_the_overflow_limit() {
     }
     assert_eq!(max_cycles(0, 0xffff), 0xffff);
 }
+
+#[test]
+fn the_same_rate_pair_converts_alike() {
+    use nmiclock_core::cyc_ns::same_rate_pair;
+    let ms = calc_mult_shift(2_300_000, NSEC_PER_MSEC, 3_600_000).unwrap();
+    let (m, s) = same_rate_pair(ms.mult, ms.shift);
+    assert_eq!((m, s), (ms.mult * 2, ms.shift + 1));
+    for cyc in [1u64, 1_000, 2_300_000_000, 1 << 40] {
+        assert_eq!(
+            mul_u64_u32_shr(cyc, m, s),
+            mul_u64_u32_shr(cyc, ms.mult, ms.shift)
+        );
+    }
+    // No room to double: half the multiplier, one less shift.
+    assert_eq!(same_rate_pair(u32::MAX, 8), (u32::MAX / 2, 7));
+    assert_eq!(same_rate_pair(6, 32), (3, 31));
+}

@@ -174,9 +174,12 @@ t_conversion_unprotected() { caught disturb=conversion clock=unprotected; }
 t_stutter_latch() { survives disturb=stutter; }
 # trace_on_anomaly=1: a busted design's first anomaly writes a marker into
 # the trace instance nmiclock and stops the kernel's tracing, so that the
-# top-level buffer ends with the events that led up to it (the timer and
-# IRQ events, switched on here and off again after). A kernel without
-# tracing refuses the setting with one line.
+# top-level buffer ends with the events that led up to it (two timer and
+# IRQ events, switched on here). Destructive: it empties the machine's
+# top-level trace buffer (so that what it finds there is this run's) and
+# stops it; it puts back tracing_on and each event's switch as found. A
+# kernel without tracing refuses the setting with one line, which is
+# checked without -d (nothing changes there).
 t_trace_on_anomaly() {
 	T=/sys/kernel/tracing
 	if [ ! -e $T/tracing_on ]; then
@@ -187,32 +190,40 @@ t_trace_on_anomaly() {
 		echo "SKIP: no tracing in this kernel (CONFIG_TRACING); trace_on_anomaly=1 refused with its line"
 		return $KSFT_SKIP
 	fi
+	destructive "empties and stops the kernel's trace buffer" || return $KSFT_SKIP
 	on0=$(cat $T/tracing_on)
-	[ "$on0" = 1 ] || { echo "tracing is off before the run: not ours to turn on"; return $KSFT_SKIP; }
+	[ "$on0" = 1 ] || { echo "SKIP: tracing is off before the run: not ours to turn on"; return $KSFT_SKIP; }
+	events="timer/hrtimer_expire_entry irq/irq_handler_entry" was=
+	for e in $events; do
+		was="$was $(cat $T/events/$e/enable 2>/dev/null || echo -)"
+	done
 	: >$T/trace
-	for e in timer/hrtimer_expire_entry irq/irq_handler_entry; do
+	for e in $events; do
 		[ ! -e $T/events/$e/enable ] || echo 1 >$T/events/$e/enable
 	done
 	stress_run $CATCH_CAP_S until=verdict $PRESSURE clock=unprotected trace_on_anomaly=1
 	rc=$?
 	on=$(cat $T/tracing_on)
-	events=$(grep -cv '^#' $T/trace)
+	kept=$(grep -cv '^#' $T/trace)
 	marker=$(grep -c 'nmiclock: first anomaly' $T/instances/nmiclock/trace 2>/dev/null)
 	starts=$(grep -c 'nmiclock: run start' $T/instances/nmiclock/trace 2>/dev/null)
-	for e in timer/hrtimer_expire_entry irq/irq_handler_entry; do
-		[ ! -e $T/events/$e/enable ] || echo 0 >$T/events/$e/enable
+	marks=$(grep -v '^#' $T/instances/nmiclock/trace 2>/dev/null | tail -n 2)
+	# As found: each event's switch, tracing on; the instance, which stays
+	# for reading after a run, is read.
+	set -- $was
+	for e in $events; do
+		[ "$1" = - ] || echo "$1" >$T/events/$e/enable
+		shift
 	done
 	echo "$on0" >$T/tracing_on
-	marks=$(grep -v '^#' $T/instances/nmiclock/trace 2>/dev/null | tail -n 2)
-	# The instance stays for reading after a run; this one is read.
 	rmdir $T/instances/nmiclock 2>/dev/null
 	[ $rc = 0 ] || return 1
-	echo "verdict $verdict; tracing_on $on after it; $events event lines kept; marker lines $marker, run start $starts"
+	echo "verdict $verdict; tracing_on $on after it; $kept event lines kept; marker lines $marker, run start $starts"
 	ret=0
 	[ "$verdict" = FAILURE ] || { echo "the busted design was not caught: nothing to show"; ret=1; }
 	[ "$on" = 0 ] || { echo "tracing still on after the first anomaly"; ret=1; }
 	[ "${marker:-0}" -ge 1 ] || { echo "no first-anomaly marker in the instance nmiclock"; ret=1; }
-	[ "${events:-0}" -ge 1 ] || { echo "the stopped trace holds no event before the anomaly"; ret=1; }
+	[ "${kept:-0}" -ge 1 ] || { echo "the stopped trace holds no event before the anomaly"; ret=1; }
 	echo "$marks"
 	return $ret
 }
@@ -514,7 +525,7 @@ case_add t_conversion_latch "disturb=conversion, no tear window: the latch survi
 case_add t_conversion_seqcount "disturb=conversion, no tear window: clock=seqcount caught"
 case_add t_conversion_unprotected "disturb=conversion, no tear window: clock=unprotected caught"
 case_add t_stutter_latch "disturb=stutter: the latch survives, SUCCESS"
-case_add t_trace_on_anomaly "trace_on_anomaly=1: the first anomaly marks nmiclock's trace instance and stops tracing, the events before it kept (refused without tracing)"
+case_add t_trace_on_anomaly "trace_on_anomaly=1: the first anomaly marks nmiclock's trace instance and stops tracing, the events before it kept (destructive; refused without tracing)"
 case_add t_narrow_latch "counter_bits=16: the latch survives, wrap overruns and late reads unchecked, no check spanning them"
 case_add t_end_of_test_whole "End of test at the longest settings: every record fits printk's, no field cut or missing"
 case_add t_stress_racy "stress catches acct=racy (bad deltas)"

@@ -23,8 +23,9 @@
 #                 the full run measures how much the checks catch.
 #   -d            destructive cases too (also NMICLOCK_DESTRUCTIVE=1): they
 #                 step the real-time clock (in pairs, -1 s then +1 s, at
-#                 second turns) and slew it, switch the clocksource and
-#                 take CPU 1 offline, putting each back; without, they SKIP and say so.  For
+#                 second turns) and slew it, switch the clocksource,
+#                 take CPU 1 offline and empty and stop the trace buffer,
+#                 putting back what can be; without, they SKIP and say so.  For
 #                 throwaway machines (scripts/vm-run's guests)
 #   -m MODULE.ko  the module to test (default: $NMICLOCK_KO, else
 #                 nmiclock.ko beside this script, as the kernel's kselftest
