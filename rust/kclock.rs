@@ -35,9 +35,10 @@
 //! The conversion comes from the counter's rate in kHz (on x86 the kernel's
 //! `tsc_khz`, on arm64 `CNTFRQ_EL0`), computed as the kernel's `cyc2ns`
 //! does. On x86 the kernel refines its TSC calibration after boot (about
-//! 1.7 s in the VM): the epoch timer notices the new rate and switches to
-//! its conversion without a step in time, as `sched_clock_register()` does
-//! (`recalibrations`), so the clock keeps agreeing with `local_clock()`.
+//! 1.7 s in the VM): the epoch timer, and a stress run's start and writers,
+//! notice the new rate and switch to its conversion without a step in
+//! time, as `sched_clock_register()` does (`recalibrations`), so the clock
+//! keeps agreeing with `local_clock()`.
 //!
 //! A `seqcount` reader waits for the writer at most [`WAIT_BUDGET_NS`] plus
 //! twice `tear_window_ns`, then gives up, returns what it read (possibly
@@ -120,7 +121,8 @@ const _: () = {
 const MIN_INTERVAL_NS: u64 = 5_000;
 
 /// Longest epoch update period: also how soon a new counter calibration
-/// (on x86 the kernel refines `tsc_khz` after boot) is picked up.
+/// (on x86 the kernel refines `tsc_khz` after boot) is picked up when no
+/// stress run is going (a run's writers pick it up at once).
 const MAX_INTERVAL_NS: u64 = 1_000_000_000;
 
 /// Range of the cycles->ns conversion: one hour, in ms (kHz-based pair).
@@ -478,32 +480,57 @@ pub(crate) fn switch_conversion() {
     }
 }
 
-/// The epoch updater's hrtimer callback, in hard-IRQ context.
-///
-/// When the kernel has recalibrated the counter since the last update, the
-/// clock switches to the new conversion without a step in time (as the
-/// kernel re-registers `sched_clock`), so it keeps agreeing with
-/// `local_clock()`; then it moves the epoch.
+/// The epoch updater's hrtimer callback, in hard-IRQ context: follows a
+/// recalibration of the counter ([`follow_calibration`]), then moves the
+/// epoch.
 fn epoch_tick() -> u64 {
-    let Some(clock) = active() else {
-        return 0;
-    };
-    let khz = ffi::time::counter_khz();
-    if khz != COUNTER_KHZ.load(Ordering::Relaxed) {
-        if let Some(ms) = conversion(khz) {
-            note_conversion(ms.mult, ms.shift);
-            if switch_to(clock, ms.mult, ms.shift, 0) {
-                COUNTER_KHZ.store(khz, Ordering::Relaxed);
-                BASE_CONVERSION.store(
-                    (u64::from(ms.mult) << 32) | u64::from(ms.shift),
-                    Ordering::Relaxed,
-                );
-                STATS.with_this_cpu(|s| inc(&s.recalibrations, 1));
-            }
-        }
-    }
+    follow_calibration();
     update_epoch();
     INTERVAL_NS.load(Ordering::Relaxed)
+}
+
+/// When the kernel has recalibrated the counter since the running
+/// conversion was computed (on x86 it refines `tsc_khz` after boot),
+/// switches the running clock to the new rate's conversion without a step
+/// in time, as the kernel re-registers `sched_clock`, so that it keeps
+/// agreeing with `local_clock()`. One caller takes a recalibration on; one
+/// that finds the writer busy leaves it to the next. Task or hard-IRQ
+/// context: the epoch timer, a stress run's start and its writers, so
+/// that a run picks a recalibration up at once rather than at the epoch
+/// timer's next tick (up to [`MAX_INTERVAL_NS`] away, while the kernel's
+/// own clocks already run at the new rate).
+pub(crate) fn follow_calibration() {
+    let Some(clock) = active() else {
+        return;
+    };
+    let khz = ffi::time::counter_khz();
+    let seen = COUNTER_KHZ.load(Ordering::Relaxed);
+    if khz == seen {
+        return;
+    }
+    let Some(ms) = conversion(khz) else {
+        return;
+    };
+    if COUNTER_KHZ
+        .compare_exchange(seen, khz, Ordering::AcqRel, Ordering::Relaxed)
+        .is_err()
+    {
+        return;
+    }
+    note_conversion(ms.mult, ms.shift);
+    // With interrupts off, as `sched_clock_register()` publishes: a writer
+    // preempted inside would hold `seqcount` readers up.
+    if ffi::cpu::with_irqs_disabled(|| switch_to(clock, ms.mult, ms.shift, 0)) {
+        BASE_CONVERSION.store(
+            (u64::from(ms.mult) << 32) | u64::from(ms.shift),
+            Ordering::Relaxed,
+        );
+        STATS.with_this_cpu(|s| inc(&s.recalibrations, 1));
+    } else {
+        // The writer was busy: hand the recalibration back, unless a
+        // rebuild has taken the new rate meanwhile.
+        let _ = COUNTER_KHZ.compare_exchange(khz, seen, Ordering::AcqRel, Ordering::Relaxed);
+    }
 }
 
 /// Index in [`CLOCKS`] of the clock with this protection and counter.
@@ -739,6 +766,7 @@ pub(crate) fn show_stats(w: &mut impl Write) -> fmt::Result {
     let now = read().ns;
     writeln!(w, "mult: {}", d.mult)?;
     writeln!(w, "shift: {}", d.shift)?;
+    writeln!(w, "clock_khz: {}", COUNTER_KHZ.load(Ordering::Relaxed))?;
     writeln!(
         w,
         "update_interval_ns: {}",

@@ -85,6 +85,21 @@ pub(crate) fn ktime_get_ns() -> u64 {
     unsafe { bindings::nmiclock_ktime_get_ns() }
 }
 
+/// Whether the kernel's timekeeping still runs on `tsc-early`, the x86
+/// clocksource whose calibration the kernel refines about a second after
+/// the TSC is set up (then switches to `tsc`, at the refined rate). Never
+/// on arm64. Task or hard-IRQ context, as [`ktime_get_ns`].
+pub(crate) fn on_early_tsc() -> bool {
+    let mut snap = core::mem::MaybeUninit::<kernel::bindings::system_time_snapshot>::zeroed();
+    // SAFETY: `snap` is a valid, writable snapshot for the call to fill;
+    // the call has no other memory-safety preconditions.
+    unsafe { kernel::bindings::ktime_get_snapshot(snap.as_mut_ptr()) };
+    // SAFETY: Zeroed, then filled in by the call: every field is a plain
+    // integer, valid at any value.
+    let snap = unsafe { snap.assume_init() };
+    snap.cs_id == kernel::bindings::clocksource_ids_CSID_X86_TSC_EARLY
+}
+
 /// [`mono_fast_ns`] as a [`crate::clock::TimeSource`]: what a reader that
 /// waits for a writer measures its budget with, NMI context included.
 #[derive(Clone, Copy, Default)]

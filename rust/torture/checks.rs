@@ -227,6 +227,9 @@ pub(crate) static NMI_HANDLER_NS: LatHist = LatHist::new();
 pub(crate) fn start_run() {
     TARGET_HIGH.store(0, Ordering::SeqCst);
     NMI_HANDLER_NS.clear();
+    // Start on the counter's latest calibration, not on one the kernel has
+    // refined since the epoch timer's last tick.
+    kclock::follow_calibration();
     kclock::reset_conversions();
     let (mult, shift) = kclock::conversion_in_use();
     MULT.store(mult, Ordering::Relaxed);

@@ -264,6 +264,7 @@ fn writer(k: &Kthread) {
         } else if disturb == Disturb::Conversion && n % CONVERSION_EVERY == 0 {
             kclock::switch_conversion();
         } else {
+            kclock::follow_calibration();
             kclock::update_epoch();
         }
         checks::acct_update(Context::Task, window);
@@ -274,6 +275,35 @@ fn writer(k: &Kthread) {
             ffi::cpu::cond_resched();
         }
     }
+}
+
+/// How long a start waits for the kernel's TSC calibration to be final.
+const CALIBRATION_WAIT_MS: u32 = 5_000;
+
+/// Waits, at most [`CALIBRATION_WAIT_MS`], while the kernel still runs on
+/// `tsc-early` ([`ffi::time::on_early_tsc`]). Its refinement changes
+/// `tsc_khz` first and the timekeeper's clocksource, which the reference
+/// (`ktime_get_raw_fast_ns()`) follows, only once `tsc` is registered (56
+/// ms later in a loaded VM): a run across that gap would compare the
+/// clock at the refined rate with a reference at the boot one, and report
+/// the kernel's own recalibration as reference mismatches. Task context.
+fn wait_final_calibration() {
+    if !ffi::time::on_early_tsc() {
+        return;
+    }
+    pr_info!("start: waiting for the kernel's refined TSC calibration (clocksource tsc-early)\n");
+    let mut waited_ms: u32 = 0;
+    while ffi::time::on_early_tsc() {
+        if waited_ms >= CALIBRATION_WAIT_MS {
+            pr_warn!(
+                "start: clocksource still tsc-early after {waited_ms} ms: its refinement may show as reference_mismatches\n"
+            );
+            return;
+        }
+        ffi::cpu::sleep_us(10_000);
+        waited_ms = waited_ms.saturating_add(10);
+    }
+    pr_info!("start: TSC calibration final after {waited_ms} ms\n");
 }
 
 /// One CPU's resources in a run: its perf counter (perf sources), its
@@ -565,6 +595,7 @@ impl Installed {
     /// Starts a run that `guard` (a stress run's, possibly nested in
     /// `bench`'s) holds the activity for.
     pub(crate) fn start_with(&self, guard: Guard) -> Result {
+        wait_final_calibration();
         // Only from rest: a stop still tearing a run down (`stopping`)
         // would otherwise set `done` over the new run's state.
         if !move_state(State::Idle, State::Starting) && !move_state(State::Done, State::Starting) {
