@@ -415,11 +415,19 @@ fn monitor(stopper: &Work) -> u64 {
     if !live() {
         return 0;
     }
+    // Still starting: the run is not in `RUN` yet, so a stop queued now
+    // would find none to take (`EBUSY`), be lost with this timer not
+    // re-armed, and the run would go on past `duration_s` for good. A
+    // starter held up between `build()` and `Running` (its vCPU
+    // descheduled by a loaded host) while the writers' first reads of a
+    // target already failed did that in the suite. Judge from the next
+    // tick on.
+    if !running() {
+        return MONITOR_NS;
+    }
     // A registered target's update, from hard-IRQ context too.
-    if running() {
-        if let target::Kind::Registered { update: true } = target::run_kind() {
-            target::update_step();
-        }
+    if let target::Kind::Registered { update: true } = target::run_kind() {
+        target::update_step();
     }
     let (verdict, totals) = show::progress();
     if verdict == show::Verdict::Failure {
