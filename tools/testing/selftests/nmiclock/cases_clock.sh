@@ -69,11 +69,14 @@ t_narrow_counter() {
 # stores, on a counter masked to wrap in about TEAR_WRAP_MS (lib.sh): on
 # x86 28 bits of a 2.3 GHz TSC, an epoch update every 64 ms; on arm64 26
 # bits of the 62.5 MHz counter, one every 0.5 s (at 28 bits the epoch timer
-# is held to one a second, and 50 windows take twice as long). A wrap is
-# far longer than most hiccups of a vCPU, so an update late by a whole
-# wrap, which steps time back by one wrap whatever the protection, is rare;
-# a run with one proves nothing and is run again, three times at most. It runs until the readers have
-# seen TEAR_WINDOWS distinct writer windows or time went backwards,
+# is held to one a second, and 50 windows take twice as long). An update
+# late by a whole wrap (a vCPU held off that long: a loaded host did it
+# in three runs of three, one each) steps time back by one wrap whatever
+# the protection; the check leaves that out, as the stress run does (a
+# read of an epoch a wrap old is not compared, no step spans the late
+# update), so such a run still counts and says how many it had. It runs
+# until the readers have seen TEAR_WINDOWS distinct writer windows or
+# time went backwards,
 # TEAR_CAP_MS at most: how long that takes depends on how often the host
 # lets the reading vCPU run through a window, not on a fixed time. Sets
 # $backwards, $overruns, $windows, $first (windows seen before the first
@@ -81,15 +84,6 @@ t_narrow_counter() {
 TEAR_WINDOWS=50
 TEAR_CAP_MS=60000
 tear_check() {
-	for try in 1 2 3; do
-		tear_check_once "$1" || return 1
-		[ "$overruns" = 0 ] && return 0
-		echo "try $try: $overruns epoch updates came a wrap late (a vCPU held off for a wrap)"
-	done
-	return 0
-}
-
-tear_check_once() {
 	load clock="$1" tear_window_ns=50000 || { echo "insmod clock=$1 failed"; return 1; }
 	bits=$(bits_for_wrap_ms $TEAR_WRAP_MS)
 	echo "counter_bits=$bits" >"$DIR/config" || { echo "config counter_bits=$bits refused"; unload; return 1; }
@@ -110,7 +104,6 @@ tear_check_once() {
 
 t_tear_latch() {
 	tear_check latch || return 1
-	[ "$overruns" = 0 ] || { echo "inconclusive: $overruns epoch updates came a wrap late"; return 1; }
 	[ "$backwards" = 0 ] || { echo "the latch went backwards $backwards times"; return 1; }
 	[ "$windows" -ge $TEAR_WINDOWS ] ||
 		{ echo "inconclusive: the readers saw $windows writer windows in $elapsed ms, want $TEAR_WINDOWS"; return 1; }
@@ -123,7 +116,6 @@ t_tear_latch() {
 # check is blind.
 t_tear_unprotected() {
 	tear_check unprotected || return 1
-	[ "$overruns" = 0 ] || { echo "inconclusive: $overruns epoch updates came a wrap late"; return 1; }
 	if [ "$backwards" -gt 0 ]; then
 		echo "caught after $first writer windows seen ($elapsed ms)"
 		return 0
