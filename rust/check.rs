@@ -12,9 +12,10 @@
 //! does is left out, since it steps time back whatever the protection: a
 //! read of an epoch more than a wrap old ([`crate::clock::Reading`]'s
 //! `late_epoch`) is not compared, and no step spans such an update
-//! ([`kclock::overruns`], announced before its publish and loaded after
-//! each read): the reader starts again from the next read, its base for
-//! `max_dev_ns` too.
+//! ([`kclock::overruns`], announced before its publish, loaded before and
+//! after each read: a read it moved during is not compared either, since
+//! it may have read the replaced epoch with the count already moved): the
+//! reader starts again from the next read, its base for `max_dev_ns` too.
 
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -162,8 +163,11 @@ struct Sample {
     ns: u64,
     after: u64,
     hit: Hit,
-    /// The read's epoch was more than a wrap old: early by whole wraps.
-    late: bool,
+    /// Not to be compared: the read's epoch was more than a wrap old
+    /// (early by whole wraps), or a late update was announced while it
+    /// read (it may have read the epoch that update replaces, which is not
+    /// late yet, with the count already moved).
+    skip: bool,
     /// Epoch updates a wrap late announced by the end of the read.
     overruns: u64,
 }
@@ -172,6 +176,7 @@ fn sample() -> Sample {
     ffi::cpu::with_irqs_disabled(|| {
         let v0 = View::now();
         let before = ffi::time::local_clock();
+        let announced = kclock::overruns();
         let r = kclock::read();
         let overruns = kclock::overruns();
         let after = ffi::time::local_clock();
@@ -181,7 +186,7 @@ fn sample() -> Sample {
             ns: r.ns,
             after,
             hit: Hit::between(v0, v1),
-            late: r.late_epoch,
+            skip: r.late_epoch || overruns != announced,
             overruns,
         }
     })
@@ -243,8 +248,9 @@ fn check_cpu(k: &Kthread, cpu: u32) {
             WINDOWS.fetch_add(1, Ordering::Relaxed);
         }
         window = window.max(s.after.wrapping_sub(s.before));
-        if s.late {
-            // Early by the wraps the late update loses: not compared.
+        if s.skip {
+            // Early by the wraps a late update loses, or maybe the epoch
+            // it replaces: not compared.
         } else if s.overruns != prev_overruns {
             // A late update took effect since `prev`: start again here.
             prev_overruns = s.overruns;
