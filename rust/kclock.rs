@@ -335,13 +335,24 @@ fn switch_to(clock: &dyn ClockSource, mult: u32, shift: u32, pause_ns: u32) -> b
     done
 }
 
-/// The conversions published since [`reset_conversions`], as
-/// `mult << 32 | shift`, 0 for an empty slot.
+/// A conversion `(mult, shift)` as one word, `mult << 32 | shift` (what
+/// [`CONVERSIONS`] and [`BASE_CONVERSION`] hold).
+fn packed(mult: u32, shift: u32) -> u64 {
+    (u64::from(mult) << 32) | u64::from(shift)
+}
+
+/// The conversion [`packed`] into `v`.
+fn unpacked(v: u64) -> (u32, u32) {
+    ((v >> 32) as u32, v as u32)
+}
+
+/// The conversions published since [`reset_conversions`], [`packed`], 0
+/// for an empty slot.
 static CONVERSIONS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
 
 /// Notes a conversion published (if there is a free slot).
 fn note_conversion(mult: u32, shift: u32) {
-    let v = (u64::from(mult) << 32) | u64::from(shift);
+    let v = packed(mult, shift);
     for slot in &CONVERSIONS {
         match slot.compare_exchange(0, v, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => return,
@@ -368,7 +379,7 @@ pub(crate) fn conversions() -> impl Iterator<Item = (u32, u32)> {
         .iter()
         .filter_map(|slot| match slot.load(Ordering::Acquire) {
             0 => None,
-            v => Some(((v >> 32) as u32, v as u32)),
+            v => Some(unpacked(v)),
         })
 }
 
@@ -464,8 +475,7 @@ pub(crate) fn switch_conversion() {
     let Some(clock) = active() else {
         return;
     };
-    let base = BASE_CONVERSION.load(Ordering::Relaxed);
-    let (bm, bs) = ((base >> 32) as u32, base as u32);
+    let (bm, bs) = unpacked(BASE_CONVERSION.load(Ordering::Relaxed));
     let d = clock.data();
     let (mult, shift) = if (d.mult, d.shift) == (bm, bs) {
         same_rate_pair(bm, bs)
@@ -521,10 +531,7 @@ pub(crate) fn follow_calibration() {
     // With interrupts off, as `sched_clock_register()` publishes: a writer
     // preempted inside would hold `seqcount` readers up.
     if ffi::cpu::with_irqs_disabled(|| switch_to(clock, ms.mult, ms.shift, 0)) {
-        BASE_CONVERSION.store(
-            (u64::from(ms.mult) << 32) | u64::from(ms.shift),
-            Ordering::Relaxed,
-        );
+        BASE_CONVERSION.store(packed(ms.mult, ms.shift), Ordering::Relaxed);
         STATS.with_this_cpu(|s| inc(&s.recalibrations, 1));
     } else {
         // The writer was busy: hand the recalibration back, unless a
@@ -598,10 +605,7 @@ fn switch_to_selected(from: Origin) -> Result<u64> {
     let interval = epoch_interval_ns(&ms, mask);
     COUNTER_KHZ.store(khz, Ordering::Relaxed);
     INTERVAL_NS.store(interval, Ordering::Relaxed);
-    BASE_CONVERSION.store(
-        (u64::from(ms.mult) << 32) | u64::from(ms.shift),
-        Ordering::Relaxed,
-    );
+    BASE_CONVERSION.store(packed(ms.mult, ms.shift), Ordering::Relaxed);
     ACTIVE.store(index, Ordering::Release);
     Ok(interval)
 }

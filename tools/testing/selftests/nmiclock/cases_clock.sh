@@ -73,6 +73,7 @@ t_narrow_counter() {
 	check_run 1000 || ret=1
 	o1=$(stat_value "$DIR/stats" wrap_overruns)
 	unload
+	is_number "${st_backwards-}" || { echo "the check gave no backwards count"; return 1; }
 	echo "check, 1 s: backwards: $st_backwards, epoch updates a wrap late meanwhile: $((o1 - o0))"
 	[ "$st_backwards" = 0 ] || { echo "the latch went backwards"; ret=1; }
 	return $ret
