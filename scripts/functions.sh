@@ -166,17 +166,41 @@ nmc_uname_m() {
 }
 
 # Config fragments that make up a kernel flavour for an architecture, in
-# merge order: the selftests' kselftest-style `config`, the architecture's
-# `config.<uname -m>`, and for `debug` (x86_64 only) the lock, memory and
-# object debugging on top (`config.debug`).
+# merge order (a later fragment's value wins): the selftests' kselftest-style
+# `config`, the architecture's `config.<uname -m>`, for `debug` (x86_64
+# only) the lock, memory and object debugging on top (`config.debug`); then
+# what the lab's kernels leave out to build and boot sooner
+# (scripts/kconfig/: `trim.config`, then `trim.<arch>.config` and
+# `trim.<flavour>.config` where they exist), which a kernel developer's own
+# tree need not.
 nmc_flavour_fragments() {
-	local arch=${2:-x86_64}
-	local base="$NMC_SELFTEST_DIR/config $NMC_SELFTEST_DIR/config.$(nmc_uname_m "$arch")"
+	local arch=${2:-x86_64} f frags
+	frags="$NMC_SELFTEST_DIR/config $NMC_SELFTEST_DIR/config.$(nmc_uname_m "$arch")"
 	case $1/$arch in
-	default/*) echo "$base" ;;
-	debug/x86_64) echo "$base $NMC_SELFTEST_DIR/config.debug" ;;
+	default/*) ;;
+	debug/x86_64) frags="$frags $NMC_SELFTEST_DIR/config.debug" ;;
 	*) return 1 ;;
 	esac
+	for f in trim trim.$arch trim.$1; do
+		[ ! -f "$NMC_ROOT/scripts/kconfig/$f.config" ] || frags="$frags $NMC_ROOT/scripts/kconfig/$f.config"
+	done
+	echo "$frags"
+}
+
+# nmc_fragment_settings FRAGMENT...: what the fragments ask for together,
+# one "FRAGMENT LINE" per option (a CONFIG_X=... or "# CONFIG_X is not set"
+# line), where several set it the last one's, as merge_config.sh merges
+# them; in the order the options first appear.
+nmc_fragment_settings() {
+	awk '
+		/^CONFIG_[A-Za-z0-9_]+=/ { opt = $0; sub(/=.*/, "", opt) }
+		/^# CONFIG_[A-Za-z0-9_]+ is not set$/ { opt = $2 }
+		opt != "" {
+			if (!(opt in line)) order[n++] = opt
+			line[opt] = $0; from[opt] = FILENAME; opt = ""
+		}
+		END { for (i = 0; i < n; i++) print from[order[i]], line[order[i]] }
+	' "$@"
 }
 
 nmc_kernel_version() {
