@@ -170,9 +170,8 @@ nmc_uname_m() {
 # `config`, the architecture's `config.<uname -m>`, for `debug` (x86_64
 # only) the lock, memory and object debugging on top (`config.debug`); then
 # what the lab's kernels leave out to build and boot sooner
-# (scripts/kconfig/: `trim.config`, then `trim.<arch>.config` and
-# `trim.<flavour>.config` where they exist), which a kernel developer's own
-# tree need not.
+# (scripts/kconfig/: `trim.config`, then `trim.<arch>.config` where there is
+# one), which a kernel developer's own tree need not.
 nmc_flavour_fragments() {
 	local arch=${2:-x86_64} f frags
 	frags="$NMC_SELFTEST_DIR/config $NMC_SELFTEST_DIR/config.$(nmc_uname_m "$arch")"
@@ -181,7 +180,7 @@ nmc_flavour_fragments() {
 	debug/x86_64) frags="$frags $NMC_SELFTEST_DIR/config.debug" ;;
 	*) return 1 ;;
 	esac
-	for f in trim trim.$arch trim.$1; do
+	for f in trim trim.$arch; do
 		[ ! -f "$NMC_ROOT/scripts/kconfig/$f.config" ] || frags="$frags $NMC_ROOT/scripts/kconfig/$f.config"
 	done
 	echo "$frags"
