@@ -28,9 +28,9 @@
 //! protection: it counts in `wrap_overruns` ([`overruns`]), and the stress
 //! run's checks span no such update, so it is never counted as a tear.
 //! What else the checks need to tell a tear from the conversion switches
-//! between two reads is here too: the publish counts
-//! ([`publishes_started`], [`publishes_finished`]) and the conversions
-//! published during a run ([`conversions`]).
+//! between two reads is here too: the conversion switches' log
+//! ([`switches_started`], [`switches_finished`], [`switch_record`]) and
+//! the conversions published during a run ([`conversions`]).
 //!
 //! The conversion comes from the counter's rate in kHz (on x86 the kernel's
 //! `tsc_khz`, on arm64 `CNTFRQ_EL0`), computed as the kernel's `cyc2ns`
@@ -270,33 +270,6 @@ fn conversion(khz: u32) -> Option<crate::cyc_ns::MultShift> {
 
 // ---- what readers need to know about the writers ---------------------------
 
-/// Publishes (epoch updates and conversion switches) begun and finished,
-/// on all CPUs: between a read that began when `finished` was F and one
-/// that ended when `started` was S, at most S - F publishes took effect.
-static PUBLISH_STARTED: AtomicU64 = AtomicU64::new(0);
-static PUBLISH_FINISHED: AtomicU64 = AtomicU64::new(0);
-
-/// Publishes begun so far. Any context.
-#[inline]
-pub(crate) fn publishes_started() -> u64 {
-    PUBLISH_STARTED.load(Ordering::Acquire)
-}
-
-/// Publishes finished so far. Any context.
-#[inline]
-pub(crate) fn publishes_finished() -> u64 {
-    PUBLISH_FINISHED.load(Ordering::Acquire)
-}
-
-/// Runs one publish `f`, counted in [`PUBLISH_STARTED`] and
-/// [`PUBLISH_FINISHED`].
-fn counted_publish<R>(f: impl FnOnce() -> R) -> R {
-    PUBLISH_STARTED.fetch_add(1, Ordering::AcqRel);
-    let r = f();
-    PUBLISH_FINISHED.fetch_add(1, Ordering::AcqRel);
-    r
-}
-
 // ---- conversion switches, for the checks' bound ----------------------------
 
 /// The running clock's conversion switches: their pivots, for the checks.
@@ -322,17 +295,13 @@ pub(crate) fn switch_record(i: u64) -> Option<(u64, u32, u32)> {
 }
 
 /// Switches the running clock to `(mult, shift)` ([`ClockSource::recalibrate`]),
-/// pausing `pause_ns` inside, counted as a publish and as a switch.
+/// pausing `pause_ns` inside, counted as a switch.
 fn switch_to(clock: &dyn ClockSource, mult: u32, shift: u32, pause_ns: u32) -> bool {
     let mut w = Announcing {
         marker: Marker::here(pause_ns),
         announced: false,
     };
-    let done = counted_publish(|| clock.recalibrate(mult, shift, &mut w));
-    if done {
-        SWITCHES.finish();
-    }
-    done
+    clock.recalibrate(mult, shift, &mut w)
 }
 
 /// A conversion `(mult, shift)` as one word, `mult << 32 | shift` (what
@@ -396,7 +365,7 @@ pub(crate) fn update_epoch() {
         marker: Marker::here(pause),
         announced: false,
     };
-    let outcome = counted_publish(|| clock.update_epoch(&mut w));
+    let outcome = clock.update_epoch(&mut w);
     if let EpochUpdate::Updated { overrun: true } = outcome {
         // Late by a wrap only once its window had closed: readers of the
         // old epoch in it were told by their own reading (`late_epoch`).
@@ -421,7 +390,8 @@ pub(crate) fn update_epoch() {
 /// who sees the new epoch sees the count moved too (the stress run's
 /// checks then span no such update); and a switch's pivot recorded in
 /// [`SWITCHES`] before its publish, so that a check spanning it knows
-/// where the new conversion applies from.
+/// where the new conversion applies from, and its end counted there
+/// before the writer exclusion is let go.
 struct Announcing {
     marker: Marker,
     announced: bool,
@@ -447,6 +417,10 @@ impl Writer for Announcing {
 
     fn switching(&mut self, new: &ClockData) {
         SWITCHES.record(new);
+    }
+
+    fn switched(&mut self) {
+        SWITCHES.finish();
     }
 }
 

@@ -309,6 +309,20 @@ nmc_results_host() {
 	echo "host: $(nproc) CPUs, ${cpu:-unknown CPU}; ${qemu:-QEMU version unknown}"
 }
 
+# nmc_cargo_own DIR: makes DIR, a cargo target directory under the cache
+# that every checkout shares, build this checkout's core afresh when
+# another checkout built it last. Cargo judges a path package fresh by
+# mtimes: a build from another checkout, newer than this one's edits,
+# passes for this one's (and run-host would run the other checkout's
+# binary). Only the core's fingerprints go (in every profile), so that
+# cargo rebuilds the core; its dependencies stay.
+nmc_cargo_own() {
+	local stamp=$1/.nmiclock-checkout
+	[ "$(cat "$stamp" 2>/dev/null)" = "$NMC_ROOT" ] && return 0
+	rm -rf "$1"/*/.fingerprint/nmiclock-core-* 2>/dev/null
+	mkdir -p "$1" && printf '%s\n' "$NMC_ROOT" >"$stamp"
+}
+
 # nmc_results_update SECTION FRAGMENT: replaces the section SECTION of
 # Documentation/results.rst (the lines between ".. results: SECTION" and
 # the next ".. end results") with the file FRAGMENT, and says so.  A

@@ -14,10 +14,13 @@
 //!   in [`crate::clock::elapsed_bound`]. When the conversion changed
 //!   in between (a recalibration, `disturb=conversion`) the bound spans
 //!   every conversion the run published, and allows 1 ns for each of the
-//!   `k` publishes that took effect in between: `k` is bounded by the
-//!   writers' publish counts, those begun by the end of this read less
-//!   those finished before the base's read began
-//!   ([`kclock::publishes_started`], [`kclock::publishes_finished`]).
+//!   `k` conversion switches that may have taken effect in between (an
+//!   epoch update costs nothing): `k` is the switches recorded by the end
+//!   of this read less those finished before the base's read began
+//!   ([`kclock::switches_started`], [`kclock::switches_finished`]; a
+//!   switch counts as finished before its writer lets the exclusion go,
+//!   so no later switch can be recorded while an earlier one is still
+//!   unfinished).
 //!   A switch is not instant: a base read after the switch's pivot but
 //!   before its publish is on the old line, which the new one meets only
 //!   at the pivot, so the first switch that finished after the base
@@ -480,22 +483,16 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
     }
     let Timed {
         hit,
-        before: (finished, overruns, switches),
+        before: (overruns, switches),
         ref_lo,
         ref_hi,
         value: (high, r),
-        after: (started, switched),
+        after: switched,
         at,
     } = timed(
         c,
         ctx,
-        || {
-            (
-                kclock::publishes_finished(),
-                kclock::overruns(),
-                kclock::switches_finished(),
-            )
-        },
+        || (kclock::overruns(), kclock::switches_finished()),
         // The highest time seen anywhere, loaded at once before our own
         // read, nothing ordering the two (the timing's and the reference's
         // ordered counter reads come before): a read that follows it must
@@ -503,7 +500,7 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
         // read that the CPU takes before the load can be, seed 004's bug,
         // which a real CPU shows (scripts/run-host) and QEMU TCG cannot.
         || (HIGH_WATER.load(), kclock::read()),
-        || (kclock::publishes_started(), kclock::switches_started()),
+        || kclock::switches_started(),
     );
     cover(c, &hit, &r);
     let ns = r.ns;
@@ -519,8 +516,6 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
     }
     let same = kclock::overruns() == overruns;
     let a = Around {
-        finished,
-        started,
         switches,
         switched,
         overruns,

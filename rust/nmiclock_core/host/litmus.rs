@@ -7,9 +7,18 @@
 //! CPUs. With a bare counter read the CPU may execute the read before the
 //! load (`rdtsc` is not ordered with loads; neither is a bare `mrs
 //! cntvct_el0`); the ordered read (`lfence; rdtsc`, `isb; mrs`) may not.
-//! Each counter is tried directly and through nmiclock's latch clock built
-//! on it, whose read is the counter's read plus the latch's loads. Beside
-//! each, the cost of one read (single thread, median of 15 runs of 1 M).
+//!
+//! So that a step back is the CPU's doing and not the compiler's, the
+//! variant the verdict rests on, `<bare>_cbarrier`, reads the counter
+//! bare but as a compiler barrier ([`sys::counter_after_barrier`]): the
+//! load stays before it in the machine code (each variant's reader step
+//! is its own function with a fixed symbol, `nmiclock_litmus_*`, and
+//! run-tests checks that order in the built binary). The core's bare
+//! read, which the module uses as the kernel uses its plain `rdtsc()`,
+//! lets the compiler move it too: it is measured beside, and so are both
+//! counters through nmiclock's latch clock, whose read is the counter's
+//! read plus the latch's loads. Beside each, the cost of one read (single
+//! thread, median of 15 runs of 1 M).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
@@ -48,13 +57,47 @@ fn cost(mut f: impl FnMut() -> u64) -> f64 {
     runs[runs.len() / 2]
 }
 
-/// Runs one variant: `read` is the time read (counter cycles, or ns).
+/// Declares the reader steps: each loads what the publisher stored
+/// (acquire), then reads the time, and returns both. Never inlined, under
+/// a fixed symbol, so that the order of the load and the read in the
+/// machine code can be checked in the binary.
+macro_rules! steps {
+    ($($(#[$doc:meta])* $name:ident: $read:expr;)*) => {
+        $(
+            $(#[$doc])*
+            #[no_mangle]
+            #[inline(never)]
+            fn $name(published: &AtomicU64) -> (u64, u64) {
+                let p = published.load(Ordering::Acquire);
+                (p, $read)
+            }
+        )*
+    };
+}
+
+steps! {
+    /// The ordered counter read.
+    nmiclock_litmus_ordered: Ordered.read();
+    /// The bare counter read as a compiler barrier: only the CPU can take
+    /// it before the load.
+    nmiclock_litmus_cbarrier: sys::counter_after_barrier();
+    /// The core's bare counter read (`nomem`): the compiler may hoist it.
+    nmiclock_litmus_bare: Bare.read();
+    /// The latch clock over the ordered counter.
+    nmiclock_litmus_latch_ordered: LATCH_ORDERED.read().ns;
+    /// The latch clock over the core's bare counter.
+    nmiclock_litmus_latch_bare: LATCH_BARE.read().ns;
+}
+
+/// Runs one variant: `read` is the time read (counter cycles, or ns), and
+/// `step` a reader's load then read of it.
 fn variant(
     name: String,
     cpus: &[usize],
     reads: u64,
     needed: u64,
-    read: &(dyn Fn() -> u64 + Sync),
+    read: fn() -> u64,
+    step: fn(&AtomicU64) -> (u64, u64),
 ) -> Result<Outcome, String> {
     let published = AtomicU64::new(0);
     let done = AtomicBool::new(false);
@@ -79,8 +122,7 @@ fn variant(
                     sys::pin_to(cpu).map_err(|e| format!("pinning to CPU {cpu}: {e}"))?;
                     let mut n = 0u64;
                     while n < reads {
-                        let p = published.load(Ordering::Acquire);
-                        let t = read();
+                        let (p, t) = step(published);
                         n += 1;
                         if t < p {
                             backwards.fetch_add(1, Ordering::Relaxed);
@@ -131,17 +173,50 @@ pub(crate) fn run(reads: &u64, needed: &u64) -> Result<u8, String> {
         }
     }
     let (r, n) = (*reads, *needed);
-    let ordered = variant(Ordered::NAME.into(), &cpus, r, n, &|| Ordered.read())?;
-    let bare = variant(Bare::NAME.into(), &cpus, r, n, &|| Bare.read())?;
-    let latch_ordered = variant(format!("latch/{}", Ordered::NAME), &cpus, r, n, &|| {
-        LATCH_ORDERED.read().ns
-    })?;
-    let latch_bare = variant(format!("latch/{}", Bare::NAME), &cpus, r, n, &|| {
-        LATCH_BARE.read().ns
-    })?;
+    let ordered = variant(
+        Ordered::NAME.into(),
+        &cpus,
+        r,
+        n,
+        || Ordered.read(),
+        nmiclock_litmus_ordered,
+    )?;
+    let barrier = variant(
+        format!("{}_cbarrier", Bare::NAME),
+        &cpus,
+        r,
+        n,
+        sys::counter_after_barrier,
+        nmiclock_litmus_cbarrier,
+    )?;
+    let bare = variant(
+        Bare::NAME.into(),
+        &cpus,
+        r,
+        n,
+        || Bare.read(),
+        nmiclock_litmus_bare,
+    )?;
+    let latch_ordered = variant(
+        format!("latch/{}", Ordered::NAME),
+        &cpus,
+        r,
+        n,
+        || LATCH_ORDERED.read().ns,
+        nmiclock_litmus_latch_ordered,
+    )?;
+    let latch_bare = variant(
+        format!("latch/{}", Bare::NAME),
+        &cpus,
+        r,
+        n,
+        || LATCH_BARE.read().ns,
+        nmiclock_litmus_latch_bare,
+    )?;
     let ns = |cyc: u64| cyc_to_ns(cyc, ms.mult, ms.shift);
     for (o, in_cycles) in [
         (&ordered, true),
+        (&barrier, true),
         (&bare, true),
         (&latch_ordered, false),
         (&latch_bare, false),
@@ -189,17 +264,30 @@ pub(crate) fn run(reads: &u64, needed: &u64) -> Result<u8, String> {
         "backwards, through the latch",
         "max back"
     );
-    for (c, l) in [(&ordered, &latch_ordered), (&bare, &latch_bare)] {
+    for (c, l) in [
+        (&ordered, Some(&latch_ordered)),
+        (&barrier, None),
+        (&bare, Some(&latch_bare)),
+    ] {
+        let (l_ns, plus, l_rate, l_back) = match l {
+            Some(l) => (
+                format!("{:.2}", l.read_ns),
+                format!("{:.2}", l.read_ns - c.read_ns),
+                rate(l),
+                format!("{} ns", l.max_back),
+            ),
+            None => ("-".into(), "-".into(), "-".into(), "-".into()),
+        };
         println!(
-            "{:<16} {:>8.2} {:>9.2} {:>8.2}  {:<30} {:>13}  {:<30} {:>9}",
+            "{:<16} {:>8.2} {:>9} {:>8}  {:<30} {:>13}  {:<30} {:>9}",
             c.name,
             c.read_ns,
-            l.read_ns,
-            l.read_ns - c.read_ns,
+            l_ns,
+            plus,
             rate(c),
             format!("{} cyc {} ns", c.max_back, ns(c.max_back)),
-            rate(l),
-            format!("{} ns", l.max_back)
+            l_rate,
+            l_back
         );
     }
     println!();
@@ -213,14 +301,14 @@ pub(crate) fn run(reads: &u64, needed: &u64) -> Result<u8, String> {
             ),
             1,
         )
-    } else if bare.backwards > 0 {
+    } else if barrier.backwards > 0 {
         (
             format!(
-                "FAILURE ({} went backwards across CPUs: {} of {} reads, by up to {} cycles; {} did not in {})",
-                Bare::NAME,
-                bare.backwards,
-                bare.reads,
-                bare.max_back,
+                "FAILURE ({} went backwards across CPUs: {} of {} reads, by up to {} cycles, the load before it in the machine code, so the CPU reordered it; {} did not in {})",
+                barrier.name,
+                barrier.backwards,
+                barrier.reads,
+                barrier.max_back,
                 Ordered::NAME,
                 ordered.reads
             ),
@@ -230,8 +318,8 @@ pub(crate) fn run(reads: &u64, needed: &u64) -> Result<u8, String> {
         (
             format!(
                 "INCONCLUSIVE ({} never went backwards in {} reads: this CPU did not reorder it, or its threads seldom ran side by side on a loaded machine)",
-                Bare::NAME,
-                bare.reads
+                barrier.name,
+                barrier.reads
             ),
             4,
         )

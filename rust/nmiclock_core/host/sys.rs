@@ -12,7 +12,10 @@
 //!   userspace twin of a perf NMI: it lands at any user instruction;
 //! - [`ThreadTimer`]: the fallback where `perf_event_paranoid` is 3 (stock
 //!   Debian and Ubuntu kernels): a POSIX timer signalling this thread
-//!   (`SIGEV_THREAD_ID`).
+//!   (`SIGEV_THREAD_ID`);
+//! - [`counter_after_barrier`]: the bare counter read (`rdtsc`, `mrs
+//!   cntvct_el0`, no fence) as a compiler barrier, for the litmus: the
+//!   compiler keeps it after earlier loads, the CPU need not.
 
 use std::io;
 use std::mem;
@@ -258,4 +261,48 @@ pub fn default_sigpipe() {
     // SAFETY: setting a signal's disposition to `SIG_DFL` has no memory
     // preconditions; nothing of this program relies on `SIGPIPE` ignored.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}
+
+/// The counter read with no CPU fence (`rdtsc`; arm64 `mrs cntvct_el0`,
+/// no `isb`) but, unlike the core's bare [`nmiclock_core::counter`] reads,
+/// without `nomem`: to the compiler it may read and write memory, so it
+/// stays after every load before it in program order, as if by a
+/// compiler barrier. Whatever reordering the litmus then sees is the
+/// CPU's. The core's bare read keeps `nomem`, like the kernel's plain
+/// `rdtsc()`.
+#[inline(always)]
+pub(crate) fn counter_after_barrier() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let (lo, hi): (u32, u32);
+        // SAFETY: `rdtsc` only reads the time stamp counter into EDX:EAX;
+        // it touches no memory and no stack and leaves the flags alone.
+        // Without `nomem` the compiler assumes it may touch memory, which
+        // only keeps it in program order.
+        unsafe {
+            core::arch::asm!(
+                "rdtsc",
+                out("eax") lo,
+                out("edx") hi,
+                options(nostack, preserves_flags)
+            );
+        }
+        (u64::from(hi) << 32) | u64::from(lo)
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        let v: u64;
+        // SAFETY: `mrs` of CNTVCT_EL0 (readable at EL0 under Linux, which
+        // enables it for its vDSO) only reads the virtual counter into a
+        // register; no memory, no stack, flags untouched. Without `nomem`
+        // the compiler keeps it in program order.
+        unsafe {
+            core::arch::asm!(
+                "mrs {v}, cntvct_el0",
+                v = out(reg) v,
+                options(nostack, preserves_flags)
+            );
+        }
+        v
+    }
 }

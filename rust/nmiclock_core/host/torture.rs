@@ -144,14 +144,17 @@ Settings (the module's names):
   signal_source=auto|perf|timer          perf sigtrap, else a POSIX timer
                                          (auto: perf where allowed)
 
---litmus: seed 004's experiment, per counter (ORDERED, BARE): a publisher
-thread reads the counter and stores it (release); readers on the other
-CPUs load it (acquire), then read the counter, and count the reads older
-than what they loaded; then the same through the latch clock built on each
-counter. Stops a variant after --reads N reads per reader (50000000) or
-once --backwards_needed N (1000) were seen. Exits 1 if the bare counter was
-seen going backwards, 0 if not and the ordered one neither (4 if the
-ordered one was: not what the CPU promises), 2 bad usage.";
+--litmus: seed 004's experiment: a publisher thread reads the counter and
+stores it (release); readers on the other CPUs load it (acquire), then read
+the counter, and count the reads older than what they loaded. Variants:
+ORDERED; BARE_cbarrier, the bare read kept after the load by a compiler
+barrier (only the CPU can reorder it: the verdict rests on it); BARE as
+the module reads it (the compiler may move it too); and the latch clock
+over ORDERED and over BARE. Stops a variant after --reads N reads per
+reader (50000000) or once --backwards_needed N (1000) were seen. Exits 1
+if BARE_cbarrier went backwards and ORDERED did not (or if ORDERED did:
+the counter is not synchronised across CPUs), 4 if neither did
+(INCONCLUSIVE), 2 bad usage.";
 
 fn bad(what: &str) -> Result<Settings, String> {
     Err(what.to_string())
@@ -251,10 +254,8 @@ fn parse(args: &[String]) -> Result<Option<Settings>, String> {
 
 // ---- what the writers publish, for the readers ------------------------------
 
-/// Publishes begun and finished; overruns (epoch updates a whole wrap
-/// late); the conversion switches: as the module's `kclock` counts them.
-static PUB_STARTED: AtomicU64 = AtomicU64::new(0);
-static PUB_FINISHED: AtomicU64 = AtomicU64::new(0);
+/// Overruns (epoch updates a whole wrap late) and the conversion
+/// switches: as the module's `kclock` counts them.
 static OVERRUNS: AtomicU64 = AtomicU64::new(0);
 static SWITCHES: SwitchLog = SwitchLog::new();
 
@@ -448,7 +449,8 @@ fn record(kind: u32, slot: usize, value: u64, against: u64, r: &Reading, base_cy
 // ---- the writers ------------------------------------------------------------
 
 /// A writer's hooks: its window marked in its slot, the pause inside,
-/// overruns announced before their publish, switches' pivots recorded.
+/// overruns announced before their publish, switches' pivots recorded
+/// and their ends counted.
 struct HostWriter {
     slot: &'static Slot,
     pause_ns: u64,
@@ -483,6 +485,10 @@ impl Writer for HostWriter {
 
     fn switching(&mut self, new: &ClockData) {
         SWITCHES.record(new);
+    }
+
+    fn switched(&mut self) {
+        SWITCHES.finish();
     }
 }
 
@@ -541,7 +547,6 @@ fn writer(cpu: usize, slot: usize, s: &Settings) -> Result<(), String> {
             pause_ns: s.tear_window_ns,
             announced: false,
         };
-        PUB_STARTED.fetch_add(1, Ordering::AcqRel);
         if s.disturb_conversion && n % 16 == 0 {
             let d = c.data();
             let base = CONVERSIONS[0].load(Ordering::Relaxed);
@@ -552,7 +557,6 @@ fn writer(cpu: usize, slot: usize, s: &Settings) -> Result<(), String> {
                 (bm, bs)
             };
             if c.recalibrate(m, sh, &mut w) {
-                SWITCHES.finish();
                 inc(&me.switches);
             }
         } else if let EpochUpdate::Updated { overrun } = c.update_epoch(&mut w) {
@@ -561,7 +565,6 @@ fn writer(cpu: usize, slot: usize, s: &Settings) -> Result<(), String> {
                 OVERRUNS.fetch_add(1, Ordering::SeqCst);
             }
         }
-        PUB_FINISHED.fetch_add(1, Ordering::AcqRel);
     }
     Ok(())
 }
@@ -582,7 +585,6 @@ fn sample(slot: usize, in_signal: bool) {
     }
     let local0 = me.window.load(Ordering::Acquire);
     let (open0, seq0) = (OPEN.load(Ordering::Acquire), SEQ.load(Ordering::Acquire));
-    let finished = PUB_FINISHED.load(Ordering::Acquire);
     let switches = SWITCHES.finished();
     let overruns = OVERRUNS.load(Ordering::SeqCst);
     let ref_lo = sys::mono_raw_ns();
@@ -592,7 +594,6 @@ fn sample(slot: usize, in_signal: bool) {
     let high = HIGH_WATER.load();
     let r = read_active();
     let ref_hi = sys::mono_raw_ns();
-    let started = PUB_STARTED.load(Ordering::Acquire);
     let switched = SWITCHES.started();
     let same = OVERRUNS.load(Ordering::SeqCst) == overruns;
     let (open1, seq1) = (OPEN.load(Ordering::Acquire), SEQ.load(Ordering::Acquire));
@@ -615,8 +616,6 @@ fn sample(slot: usize, in_signal: bool) {
         return;
     }
     let a = Around {
-        finished,
-        started,
         switches,
         switched,
         overruns,

@@ -271,6 +271,13 @@ pub trait Writer {
     /// under the writer exclusion, so that a reader that sees `new` can
     /// know the pivot (see [`switch_skewed_bound`]).
     fn switching(&mut self, _new: &ClockData) {}
+    /// The conversion switch announced by [`Writer::switching`] has been
+    /// published. Called after the publish and still under the writer
+    /// exclusion, so that no other switch can begin before the switch
+    /// counts as finished: a reader that takes its count of finished
+    /// switches then knows every switch it may have crossed (see
+    /// [`crate::read_check::SwitchLog::finish`]).
+    fn switched(&mut self) {}
 }
 
 impl<F: FnMut()> Writer for F {
@@ -819,6 +826,7 @@ impl<P: Protection, C: Counter, T: TimeSource> ClockSource for Clock<P, C, T> {
         let data = old.converted_at(now, mult, shift);
         w.switching(&data);
         self.prot.publish(&data, w);
+        w.switched();
         self.unlock_writer();
         true
     }
@@ -862,26 +870,26 @@ impl<P: Protection, C: Counter, T: TimeSource> ClockSource for Clock<P, C, T> {
 
 /// The interval, in ns, that a clock's elapsed time between two reads must
 /// lie in when the reads' counter values are `cycles` apart and at most
-/// `publishes` epoch updates (or conversion switches) took effect between
-/// them, the clock having used only the `conversions` given
-/// (`(mult, shift)` pairs).
+/// `switches` conversion switches took effect between them, the clock
+/// having used only the `conversions` given (`(mult, shift)` pairs).
 ///
 /// A read is `E + floor((c - e) * x + f)` with `x = mult / 2^shift` and
-/// `f` the epoch's remainder (`epoch_frac`, below 1 ns), and an update
-/// moves the epoch exactly: `E' + f' = E + f + (e' - e) * x`
+/// `f` the epoch's remainder (`epoch_frac`, below 1 ns), and an epoch
+/// update moves the epoch exactly: `E' + f' = E + f + (e' - e) * x`
 /// ([`ClockData::moved_to`]). So with one conversion the reads are two
 /// floors of one exact line, `cycles * x` apart: with `conv = floor(cycles
-/// * x)`, the elapsed time is `conv` or `conv + 1`, however many updates
-/// came in between. A switch of conversion carries the remainder to the
-/// new shift and may lose a fraction of a nanosecond; and the part before
-/// it goes at one rate, the rest at the other. So with more than one
-/// conversion the ends are taken over every conversion, and the low end
-/// allows up to 1 ns per publish: `[min conv - publishes, max conv + 1]`.
-/// No `conversions` gives `(0, 1)` less `publishes`. Nothing here can
-/// panic; the multiply is the full 96-bit one.
+/// * x)`, the elapsed time is `conv` or `conv + 1`, however many epoch
+/// updates came in between; they cost the bound nothing. A switch of
+/// conversion carries the remainder to the new shift and may lose a
+/// fraction of a nanosecond ([`ClockData::converted_at`]); and the part
+/// before it goes at one rate, the rest at the other. So with more than
+/// one conversion the ends are taken over every conversion, and the low
+/// end allows 1 ns per switch between the reads: `[min conv - switches,
+/// max conv + 1]`. No `conversions` gives `(0, 1)` less `switches`.
+/// Nothing here can panic; the multiply is the full 96-bit one.
 pub fn elapsed_bound(
     cycles: u64,
-    publishes: u64,
+    switches: u64,
     conversions: impl Iterator<Item = (u32, u32)>,
 ) -> (i64, i64) {
     let (mut lo, mut hi) = (u64::MAX, 0u64);
@@ -895,7 +903,7 @@ pub fn elapsed_bound(
     if lo > hi {
         lo = hi;
     }
-    let slack = if n == 1 { 0 } else { publishes };
+    let slack = if n == 1 { 0 } else { switches };
     (
         (lo as i64).wrapping_sub(slack as i64),
         (hi as i64).wrapping_add(1),

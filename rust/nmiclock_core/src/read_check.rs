@@ -35,11 +35,6 @@ pub const REF_TOLERANCE_PPM: u64 = 1_000;
 /// What the writers had done around one read, gathered by the reader.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Around {
-    /// Publishes (epoch updates, conversion switches) finished before the
-    /// read began.
-    pub finished: u64,
-    /// Publishes begun by the time the read ended.
-    pub started: u64,
     /// Conversion switches finished before the read began.
     pub switches: u64,
     /// Conversion switches recorded (pivot known) by the time it ended.
@@ -88,7 +83,6 @@ impl Findings {
 pub struct Base {
     ns: AtomicU64,
     cyc: AtomicU64,
-    finished: AtomicU64,
     switches: AtomicU64,
     conv: AtomicU64,
     overruns: AtomicU64,
@@ -112,7 +106,6 @@ impl Base {
             Self {
                 ns: AtomicU64::new(0),
                 cyc: AtomicU64::new(0),
-                finished: AtomicU64::new(0),
                 switches: AtomicU64::new(0),
                 conv: AtomicU64::new(0),
                 overruns: AtomicU64::new(0),
@@ -162,9 +155,13 @@ impl Base {
         let base = self.ns.load(Ordering::Relaxed);
         let d = ns.wrapping_sub(base) as i64;
         let cycles = r.now_cyc.wrapping_sub(self.cyc.load(Ordering::Relaxed));
+        // The switches that may have taken effect between the two reads:
+        // those recorded by the end of this one, less those finished before
+        // the base began. Epoch updates move the epoch exactly and widen
+        // nothing.
         let k = a
-            .started
-            .wrapping_sub(self.finished.load(Ordering::Relaxed));
+            .switched
+            .wrapping_sub(self.switches.load(Ordering::Relaxed));
         if let Some((lo, hi)) =
             self.switch_bound(elapsed_bound(cycles, k, conversions), a, &switch, &mut f)
         {
@@ -260,7 +257,6 @@ impl Base {
         if good || !self.has.load(Ordering::Relaxed) {
             self.ns.store(r.ns, Ordering::Relaxed);
             self.cyc.store(r.now_cyc, Ordering::Relaxed);
-            self.finished.store(a.finished, Ordering::Relaxed);
             self.switches.store(a.switches, Ordering::Relaxed);
             let conv = (u64::from(r.mult) << 32) | u64::from(r.shift);
             self.conv.store(conv, Ordering::Relaxed);
@@ -352,7 +348,12 @@ impl SwitchLog {
         self.started.store(i.wrapping_add(1), Ordering::Release);
     }
 
-    /// The switch recorded last has been published.
+    /// The switch recorded last has been published. Its writer's only,
+    /// from [`crate::clock::Writer::switched`]: still under the writer
+    /// exclusion, so that the count of finished switches is never behind
+    /// a later switch's record (a reader that took `finished` before its
+    /// read then finds, as the first switch it may have crossed, the one
+    /// that was really in flight, and not an older one).
     pub fn finish(&self) {
         self.finished.fetch_add(1, Ordering::AcqRel);
     }

@@ -2,8 +2,9 @@
 
 //! The per-read checks (`src/read_check.rs`): a base, the exact bound and
 //! a tear outside it, a torn read that is no base, backwards, the
-//! reference, overruns, a late switch's allowance, and the time-only checks
-//! of targets.
+//! reference, overruns, a late switch's allowance (1 ns per switch, none
+//! per epoch update), a switch whose writer is held up between its publish
+//! and its count, and the time-only checks of targets.
 
 use nmiclock_core::clock::Reading;
 use nmiclock_core::cyc_ns::{calc_mult_shift, mul_u64_u32_shr, NSEC_PER_MSEC};
@@ -123,7 +124,6 @@ fn a_late_switch_widens_the_bound_by_its_skew_only() {
         ..Reading::default()
     };
     let mut a = around(&r);
-    a.started = 1;
     a.switched = 1;
     let f = b.check(&r, &a, [from, to].into_iter(), no_switch);
     assert_eq!(f.exact, None, "the switch's record is gone: no exact check");
@@ -177,4 +177,225 @@ fn the_switch_log_keeps_the_last_switches_pivots() {
     assert_eq!(log.get(2), None);
     assert_eq!(log.get(3), Some((1_003, 10, 3)));
     assert_eq!(log.get(n), None);
+}
+
+/// A read at counter value `cyc` whose time since a base at `base_cyc`
+/// (taken before any switch) is `early` ns short of the conversion of the
+/// cycles between them, with `switched` switches recorded by its end: its
+/// exact error.
+fn early_read_error(base_cyc: u64, cyc: u64, early: u64, switched: u64) -> Option<i64> {
+    let p = pair();
+    let q = nmiclock_core::cyc_ns::same_rate_pair(p.0, p.1);
+    let b = Base::new();
+    let base = at(base_cyc, p);
+    b.settle(&base, &around(&base), true);
+    let mut r = at(cyc, p);
+    r.ns = base.ns + mul_u64_u32_shr(cyc - base_cyc, p.0, p.1) - early;
+    let mut a = around(&r);
+    a.switched = switched;
+    // Every switch pivoted before the base: none skews the bound.
+    let rec = |_: u64| Some((base_cyc / 2, q.0, q.1));
+    b.check(&r, &a, [p, q].into_iter(), rec).exact.map(|e| e.0)
+}
+
+#[test]
+fn the_bound_allows_a_nanosecond_per_switch_and_none_per_epoch_update() {
+    // Both conversions of the rate give the same time for these 1,000
+    // cycles, so the bound's low end is that time less its slack. A thousand
+    // epoch updates between the reads (which Around no longer counts) and
+    // one switch allow 1 ns: a read early by 2 is torn, by 1 it is not.
+    let (base, cyc) = (1_000_000, 1_001_000);
+    assert_eq!(
+        early_read_error(base, cyc, 2, 1),
+        Some(-1),
+        "early by 2 after one switch"
+    );
+    assert_eq!(early_read_error(base, cyc, 1, 1), Some(0));
+    // A thousand switches allow a thousand, and not one more.
+    assert_eq!(early_read_error(base, cyc, 1_000, 1_000), Some(0));
+    assert_eq!(early_read_error(base, cyc, 1_001, 1_000), Some(-1));
+    // No switch: the one line's floor, exactly.
+    assert_eq!(early_read_error(base, cyc, 1, 0), Some(-1));
+}
+
+mod held_up_switch {
+    //! A conversion switch whose writer is held up (preempted, or NMIs)
+    //! after its publish, before its switch counts as finished, during a
+    //! real rate change by a second switch: a base read on the second
+    //! switch's old line past its pivot must be allowed that switch's skew.
+
+    use super::around;
+    use nmiclock_core::clock::{Clock, ClockData, ClockSource, Latch, Reading, Writer};
+    use nmiclock_core::counter::Counter;
+    use nmiclock_core::cyc_ns::{calc_mult_shift, NSEC_PER_MSEC};
+    use nmiclock_core::read_check::{Around, Base, SwitchLog};
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    struct Fake(&'static AtomicU64);
+    impl Counter for Fake {
+        const NAME: &'static str = "fake";
+        fn read(&self) -> u64 {
+            self.0.load(Ordering::Relaxed)
+        }
+    }
+
+    fn no_time() -> u64 {
+        0
+    }
+
+    type C = Clock<Latch, Fake, fn() -> u64>;
+
+    /// The second switch's writer: records its pivot, and in its first
+    /// copy's pause (readers still on the old data) lets the counter run
+    /// on `late` cycles past the pivot and takes the base read there,
+    /// with the switch counts a reader would take around it.
+    struct Second<'a> {
+        clock: &'a C,
+        log: &'a SwitchLog,
+        now: &'static AtomicU64,
+        late: u64,
+        base: Option<(Reading, Around)>,
+    }
+
+    impl Writer for Second<'_> {
+        fn switching(&mut self, new: &ClockData) {
+            self.log.record(new);
+        }
+        fn pause(&mut self) {
+            if self.base.is_none() {
+                let pivot = self.log.get(self.log.started() - 1).unwrap().0;
+                self.now.store(pivot + self.late, Ordering::Relaxed);
+                let switches = self.log.finished();
+                let r = self.clock.read();
+                let mut a = around(&r);
+                a.switches = switches;
+                a.switched = self.log.started();
+                self.base = Some((r, a));
+            }
+        }
+        fn switched(&mut self) {
+            self.log.finish();
+        }
+    }
+
+    /// The first switch's writer, held up in `hold` after its publish:
+    /// with `in_exclusion` its switch counts as finished in
+    /// [`Writer::switched`], still under the writer exclusion (as the
+    /// module's and the host torture's writers do); without, after
+    /// `recalibrate` returns (as they did before).
+    struct First<'a> {
+        log: &'a SwitchLog,
+        in_exclusion: bool,
+        hold: Option<Box<dyn FnOnce() + 'a>>,
+    }
+
+    impl Writer for First<'_> {
+        fn switching(&mut self, new: &ClockData) {
+            self.log.record(new);
+        }
+        fn switched(&mut self) {
+            if self.in_exclusion {
+                if let Some(h) = self.hold.take() {
+                    h();
+                }
+                self.log.finish();
+            }
+        }
+    }
+
+    /// The base's check of a read on the new line well past the second
+    /// switch: whether it is torn, with the log's records as they are.
+    fn run(in_exclusion: bool, now: &'static AtomicU64) -> (bool, bool) {
+        // The kernel's refined TSC calibration: 2300.009 MHz, then 2299.968.
+        let conv = |khz| {
+            let ms = calc_mult_shift(khz, NSEC_PER_MSEC, 600_000).unwrap();
+            (ms.mult, ms.shift)
+        };
+        let (c0, c1) = (conv(2_300_009), conv(2_299_968));
+        let same = nmiclock_core::cyc_ns::same_rate_pair(c0.0, c0.1);
+        let clock: C = Clock::new(Latch::new(), Fake(now), no_time as fn() -> u64);
+        let log = SwitchLog::new();
+        now.store(1_000, Ordering::Relaxed);
+        assert!(clock.start(0, c0.0, c0.1, u64::MAX));
+        now.store(5_000_000_000, Ordering::Relaxed);
+        let mut second = Second {
+            clock: &clock,
+            log: &log,
+            now,
+            late: 618_524,
+            base: None,
+        };
+        let mut second_ran = false;
+        {
+            let mut hold = || {
+                // Held up after the first switch's publish: the second
+                // switch (the real rate change) tries to run meanwhile.
+                now.fetch_add(1_000_000, Ordering::Relaxed);
+                second_ran = clock.recalibrate(c1.0, c1.1, &mut second);
+            };
+            let mut first = First {
+                log: &log,
+                in_exclusion,
+                hold: None,
+            };
+            if in_exclusion {
+                first.hold = Some(Box::new(&mut hold));
+                assert!(clock.recalibrate(same.0, same.1, &mut first));
+            } else {
+                assert!(clock.recalibrate(same.0, same.1, &mut first));
+                hold();
+                log.finish();
+            }
+        }
+        if !second_ran {
+            // Refused while the first held the exclusion: it runs now.
+            assert!(
+                in_exclusion,
+                "the second switch ran only after the first finished"
+            );
+            assert!(clock.recalibrate(c1.0, c1.1, &mut second));
+        }
+        let (base_read, base_around) = second.base.unwrap();
+        assert_eq!(base_read.mult, same.0, "the base was read on the old line");
+        let b = Base::new();
+        b.settle(&base_read, &base_around, true);
+        now.fetch_add(167_938, Ordering::Relaxed);
+        let r = clock.read();
+        assert_eq!(r.mult, c1.0);
+        let mut a = around(&r);
+        a.switches = log.finished();
+        a.switched = log.started();
+        let conversions = [c0, same, c1];
+        let f = b.check(&r, &a, conversions.into_iter(), |i| log.get(i));
+        assert!(f.exact.is_some(), "{f:?}");
+        (second_ran, f.torn())
+    }
+
+    static N1: AtomicU64 = AtomicU64::new(0);
+    static N2: AtomicU64 = AtomicU64::new(0);
+
+    #[test]
+    fn finished_inside_the_exclusion_the_skew_is_allowed() {
+        let (second_ran, torn) = run(true, &N1);
+        assert!(
+            !second_ran,
+            "the second switch ran while the first held the exclusion"
+        );
+        assert!(!torn, "a good read was called torn");
+    }
+
+    /// The order the writers had before (the count after the exclusion):
+    /// the held-up first switch leaves `finished` behind, the base takes
+    /// the first switch (same rate: no skew) as the one it may have
+    /// crossed, and the good read is called torn. Kept so that the test
+    /// above is known to see the difference.
+    #[test]
+    fn finished_after_the_exclusion_a_good_read_is_called_torn() {
+        let (second_ran, torn) = run(false, &N2);
+        assert!(second_ran);
+        assert!(
+            torn,
+            "the old order no longer shows the false tear: the test above proves nothing"
+        );
+    }
 }
