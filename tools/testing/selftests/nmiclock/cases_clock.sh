@@ -69,7 +69,7 @@ t_check_bare() { t_clock_check $BARE; }
 # a skip with the counts, neither a pass nor a failure. A step back, or a
 # broken design or count, fails it whenever seen.
 NARROW_UPDATES=1000
-NARROW_CAP=10
+NARROW_CAP=20
 t_narrow_counter() {
 	load counter_bits=16 || { echo "insmod counter_bits=16 failed"; return 1; }
 	now=$(scratch)
