@@ -106,7 +106,7 @@ impl Totals {
                     samples_expected = samples_expected.saturating_add(e);
                     let received = c.checks.samples.load(Ordering::Relaxed);
                     if source::starved(source, received, e, period_ns()) {
-                        starved_cpus += 1;
+                        starved_cpus = starved_cpus.saturating_add(1);
                     }
                 }
                 let n = checks::Sums::of(|| cpus.iter().map(|(_, c)| &c.checks));
