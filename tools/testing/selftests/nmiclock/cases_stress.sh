@@ -518,6 +518,10 @@ t_end_of_test_whole() {
 	return $ret
 }
 
+# A 2 s run of the unprotected clock: its anomalies must be shown in
+# full. One that kept none fails once its readers met the windows the run
+# needs for a verdict (window_hits_needed: the unprotected clock torn in
+# none of them is a blind detector), and is a skip with its counts before.
 t_inspection_files() {
 	wait_clocksource
 	load counter_bits=32 duration_s=2 clock=unprotected tear_window_ns=20000 || { echo "insmod failed"; return 1; }
@@ -526,9 +530,9 @@ t_inspection_files() {
 		m=$(stat -c %a "$DIR/${f%:*}")
 		[ "$m" = "${f#*:}" ] || { echo "${f%:*} has mode $m, want ${f#*:}"; ret=1; }
 	done
-	echo start >"$DIR/control"
-	sleep 3
-	while ! state_is "$DIR/control" done; do sleep 0.5; done
+	echo start >"$DIR/control" || { echo "start failed"; unload; return 1; }
+	wait_done 2 2
+	state_is "$DIR/control" done || { echo "the run did not end"; unload; return 1; }
 	hist=$(scratch)
 	cat "$DIR/histogram" >"$hist"
 	samples=$(stat_value "$DIR/stats" samples)
@@ -547,11 +551,19 @@ t_inspection_files() {
 	kept=$(stat_value "$DIR/anomalies" kept)
 	torn=$(stat_value "$DIR/stats" torn_reads)
 	echo "anomalies kept: $kept, torn_reads: $torn"
-	[ "$kept" -gt 0 ] || { echo "no anomaly kept"; ret=1; }
-	head -n 3 "$DIR/anomalies" | tail -n 1
-	grep -qE '^0: kind=[a-z_]+ cpu=[0-9]+ ctx=(nmi|irq|task) value_ns=[0-9]+ against_ns=[0-9]+ seq=[0-9]+ copy=[01] epoch_ns=[0-9]+ mult=[0-9]+ shift=[0-9]+ at_us=[0-9]+ cyc=[0-9]+ epoch_cyc=[0-9]+ base_cyc=[0-9]+$' "$DIR/anomalies" ||
-		{ echo "anomaly 0 lacks its context"; ret=1; }
+	if [ "$kept" -gt 0 ]; then
+		head -n 3 "$DIR/anomalies" | tail -n 1
+		grep -qE '^0: kind=[a-z_]+ cpu=[0-9]+ ctx=(nmi|irq|task) value_ns=[0-9]+ against_ns=[0-9]+ seq=[0-9]+ copy=[01] epoch_ns=[0-9]+ mult=[0-9]+ shift=[0-9]+ at_us=[0-9]+ cyc=[0-9]+ epoch_cyc=[0-9]+ base_cyc=[0-9]+$' "$DIR/anomalies" ||
+			{ echo "anomaly 0 lacks its context"; ret=1; }
+	fi
+	stats_copy "$DIR/stats" "$(scratch)"
 	unload
+	[ "$kept" -gt 0 ] || [ $ret != 0 ] || {
+		verdict=$st_verdict why="no anomaly kept"
+		[ "$(hits)" -lt "$st_window_hits_needed" ] && { starved; return; }
+		echo "no anomaly kept in $(hits) window hits: the detector is blind"
+		return 1
+	}
 	return $ret
 }
 
