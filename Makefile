@@ -10,6 +10,10 @@
 #                                 (FLAVOUR=default), with its toolchain
 #   make PROVISIONED=1 ARCH=arm64 against the arm64 kernel scripts/provision
 #                                 --arch arm64 built (cross-compiled)
+#   make PROVISIONED=1 RELEASE=7.3
+#                                 against the 7.3 kernel scripts/provision
+#                                 --release 7.3 built (RELEASE=6.12, the
+#                                 default, is the 6.12 one)
 #   make clean | modules_install | help
 #
 # The project's two main commands are scripts/run-main and scripts/run-tests
@@ -21,7 +25,7 @@ KDIR ?= /lib/modules/$(shell uname -r)/build
 FLAVOUR ?= default
 
 ifneq ($(PROVISIONED),)
-PROVISION_ARCH := --arch $(or $(ARCH),x86_64)
+PROVISION_ARCH := --arch $(or $(ARCH),x86_64) $(if $(RELEASE),--release $(RELEASE))
 KDIR := $(shell $(CURDIR)/scripts/provision $(PROVISION_ARCH) --flavour $(FLAVOUR) --print-kdir)
 ifeq ($(KDIR),)
 $(error no provisioned '$(FLAVOUR)' kernel for $(or $(ARCH),x86_64): run scripts/provision $(PROVISION_ARCH) first)
@@ -75,6 +79,6 @@ soak:
 	scripts/soak $(SOAK)
 
 help:
-	@sed -n '3,19p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,23p' Makefile | sed 's/^# \{0,1\}//'
 
 .PHONY: all modules modules_install clean run check bench soak help

@@ -13,12 +13,72 @@ NMC_CACHE=${NMICLOCK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nmiclock}
 
 # Toolchain used for the kernel and the module (see
 # ../shared/notes/platform.md in the team notes for why these and no others).
-NMC_LLVM=-14
 NMC_RUSTC=/usr/bin/rustc
 NMC_BINDGEN_VERSION=0.73.2
 NMC_BINDGEN=$NMC_CACHE/tools/bin/bindgen
-NMC_KERNEL_PKG=linux-source-6.12
-NMC_KERNEL_TARBALL=/usr/src/linux-source-6.12.tar.xz
+
+# The kernel releases nmiclock builds against, as data: per release, the
+# Debian source package, the suite it comes from (empty: the machine's own
+# apt sources, installed as a package; else fetched with apt's own download
+# into the cache through the archive the machine's sources name, with apt
+# state of our own), and the LLVM that meets the release's minimums
+# (scripts/min-tool-version.sh: 7.x wants LLVM >= 17.0.1, applied to
+# libclang too; rustc-web 1.96 and bindgen 0.73.2 meet both). 6.12 stays on
+# the LLVM it has always been built with, so that its cached kernels and
+# measured figures stay valid. Supported (the test command builds both):
+# 6.12 and 7.3; 7.2 is in the table because the same recipe works for it.
+NMC_RELEASES="6.12 7.3"
+nmc_release_row() {
+	case $1 in
+	#     package           suite             LLVM
+	6.12) echo "linux-source-6.12 -                -14" ;;
+	7.3)  echo "linux-source-7.3  trixie-backports -19" ;;
+	7.2)  echo "linux-source-7.2  sid              -19" ;;
+	*) return 1 ;;
+	esac
+}
+
+# nmc_release_select RELEASE: make RELEASE the one the helpers below
+# (nmc_kernel_version, nmc_kernel_src, nmc_make_vars, ...) speak of.
+# Exported, so that the scripts and make recipes a script calls follow.
+nmc_release_select() {
+	local row
+	row=$(nmc_release_row "$1") || return 1
+	# shellcheck disable=SC2086
+	set -- "$1" $row
+	NMC_RELEASE=$1 NMC_KERNEL_PKG=$2 NMC_KERNEL_SUITE=${3#-} NMC_LLVM=$4
+	if [ -z "$NMC_KERNEL_SUITE" ]; then
+		NMC_KERNEL_TARBALL=/usr/src/$NMC_KERNEL_PKG.tar.xz
+	else
+		NMC_KERNEL_TARBALL=$NMC_CACHE/releases/$NMC_RELEASE/x/usr/src/$NMC_KERNEL_PKG.tar.xz
+	fi
+	export NMC_RELEASE
+}
+
+# The release a script's --release names (NMC_RELEASE in the environment:
+# the caller's choice), 6.12 by default.
+nmc_release_select "${NMC_RELEASE:-6.12}" || {
+	printf '%s: unknown kernel release NMC_RELEASE=%s (supported: %s)\n' \
+		"$(basename "$0")" "$NMC_RELEASE" "$NMC_RELEASES" >&2
+	exit 2
+}
+
+# nmc_release_opt VALUE: what a script's --release does (exit 2 on a
+# release not in the table, naming the supported ones).
+nmc_release_opt() {
+	nmc_release_select "$1" ||
+		nmc_die "unknown kernel release '$1' (supported: $NMC_RELEASES)"
+}
+
+# nmc_tree_release KDIR: the release (table row) of a kernel tree, from
+# its kernel.release; fails for a release not in the table.
+nmc_tree_release() {
+	local r
+	r=$(cat "$1/include/config/kernel.release" 2>/dev/null) || return 1
+	r=$(echo "$r" | sed -n 's/^\([0-9]*\.[0-9]*\).*/\1/p')
+	nmc_release_row "$r" >/dev/null || return 1
+	echo "$r"
+}
 
 # Bump when the way a kernel is configured or built changes, so that cached
 # builds made the old way are not reused.
@@ -202,8 +262,14 @@ nmc_fragment_settings() {
 	' "$@"
 }
 
+# The version of the selected release's source package: the installed
+# package's, or (from another suite) the fetched one's.
 nmc_kernel_version() {
-	dpkg-query -W -f='${Version}' "$NMC_KERNEL_PKG" 2>/dev/null
+	if [ -z "$NMC_KERNEL_SUITE" ]; then
+		dpkg-query -W -f='${Version}' "$NMC_KERNEL_PKG" 2>/dev/null
+	else
+		cat "$NMC_CACHE/releases/$NMC_RELEASE/version" 2>/dev/null
+	fi
 }
 
 # The unpacked kernel source tree (scripts/provision unpacks it).
@@ -287,6 +353,9 @@ nmc_prepare() {
 # nmc_build_against KDIR ARCH: the modules built against the tree at KDIR
 # with the project's toolchain (scripts/check-kernel: the tree's own).
 nmc_build_against() {
+	local r
+	# The toolchain of the tree's release (scripts/check-kernel checked it).
+	r=$(nmc_tree_release "$1") && nmc_release_select "$r"
 	# shellcheck disable=SC2046
 	make -s -C "$NMC_ROOT" KDIR="$1" $(nmc_make_vars "$2") modules
 }
