@@ -135,10 +135,15 @@ mod sync {
 module! {
     type: NmiClock,
     name: "nmiclock",
-    author: "nmiclock developers",
     description: "NMI-safe clock and accounting torture",
     license: "GPL",
 }
+
+/// The `author=` entry of `.modinfo`, outside `module!`: 6.12's takes
+/// `author:` only, 7.x's `authors: [..]` only.
+#[link_section = ".modinfo"]
+#[used]
+static AUTHOR: [u8; 27] = *b"author=nmiclock developers\0";
 
 /// Version reported in `stats` and the load message.
 const VERSION: &str = "0.7.0";
