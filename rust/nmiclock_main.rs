@@ -77,6 +77,8 @@ use kernel::prelude::*;
 use kernel::str::CStr;
 use kernel::sync::Arc;
 
+use crate::fmtbuf::kernel_display;
+
 #[path = "nmiclock_core/src/acct.rs"]
 pub mod acct;
 #[path = "nmiclock_core/src/bench.rs"]
@@ -364,11 +366,11 @@ impl kernel::Module for NmiClock {
         pr_info!(
             "loaded: version {}, environment {}, {} CPUs online, {} at {} kHz, debugfs at /sys/kernel/debug/nmiclock;{}\n",
             VERSION,
-            environment,
+            kernel_display!(environment),
             ffi::cpu::num_online_cpus(),
             arch::COUNTER,
             ffi::time::counter_khz(),
-            settings::Inline
+            kernel_display!(settings::Inline)
         );
         if settings::number(settings::Key::Autostart) == 1 {
             stress.start()?;

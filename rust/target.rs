@@ -36,6 +36,7 @@ use crate::coverage::Marker;
 use crate::ffi;
 use crate::ffi::kprobe::{Bracket, Edge};
 use crate::ffi::target::{Declared, Locked, Registering, TargetPin, Unregistering};
+use crate::fmtbuf::kernel_display;
 use crate::registry::{
     lookup, store_name, valid_name, SlotName, BUILTIN, MAX_REGISTERED, NAME_MAX, NMICLOCK, SLOTS,
 };
@@ -363,8 +364,8 @@ pub(crate) fn register(t: &Registering<'_>) -> Result {
         pr_info!(
             "target {} registered, promising per_cpu_step_back_ns={} cross_cpu_step_back_ns={} raw_rate={}\n",
             shown,
-            Allowance(d.back_cpu_ns),
-            Allowance(d.back_cross_ns),
+            kernel_display!(Allowance(d.back_cpu_ns)),
+            kernel_display!(Allowance(d.back_cross_ns)),
             if d.rate { "yes" } else { "no" }
         );
     }
