@@ -33,6 +33,21 @@ endif
 TOOLCHAIN := $(shell $(CURDIR)/scripts/provision $(PROVISION_ARCH) --print-make-vars)
 endif
 
+# bindgen loads libclang at run time, the first it finds unless
+# LIBCLANG_PATH says where: with LLVM=-N (given, or from the provisioned
+# toolchain) that of LLVM N where it is installed, as scripts/provision
+# builds the kernel; a libclang of another version rejects flags of the
+# kernel's. An LIBCLANG_PATH already set is kept.
+NMICLOCK_LLVM := $(or $(LLVM),$(patsubst LLVM=%,%,$(filter LLVM=%,$(TOOLCHAIN))))
+ifneq ($(filter -%,$(NMICLOCK_LLVM)),)
+ifeq ($(origin LIBCLANG_PATH),undefined)
+NMICLOCK_LIBCLANG := $(wildcard /usr/lib/llvm$(NMICLOCK_LLVM)/lib)
+ifneq ($(NMICLOCK_LIBCLANG),)
+export LIBCLANG_PATH := $(NMICLOCK_LIBCLANG)
+endif
+endif
+endif
+
 KMAKE = $(MAKE) -C $(KDIR) M=$(CURDIR) $(TOOLCHAIN)
 
 all: modules

@@ -3,6 +3,7 @@
 //! [`FmtBuf`]: text formatted into a fixed buffer on the stack, for a log
 //! line (printk takes one string) or a padded table cell (`{:>10}` pads a
 //! `Display` that writes in pieces only if it is formatted as one string).
+//! [`kernel_display!`]: one of our `Display` types as a `pr_*!` argument.
 
 use core::fmt::{self, Write};
 
@@ -44,6 +45,17 @@ impl<const N: usize> Write for FmtBuf<N> {
         Ok(())
     }
 }
+
+/// `$e`, a `core::fmt::Display`, as an argument of `pr_*!` on every
+/// release: 7.x's `pr_*!` format through `kernel::fmt`, whose `Display`
+/// our types do not implement, 6.12's through `core::fmt`. Both
+/// implement theirs for `core::fmt::Arguments`.
+macro_rules! kernel_display {
+    ($e:expr) => {
+        format_args!("{}", $e)
+    };
+}
+pub(crate) use kernel_display;
 
 /// The text, padded and aligned as the format asks.
 impl<const N: usize> fmt::Display for FmtBuf<N> {

@@ -36,6 +36,7 @@
 #include <linux/slab.h>
 #include <linux/timekeeping.h>
 #include <linux/trace.h>
+#include <linux/version.h>
 #include <linux/workqueue.h>
 
 #include "nmiclock_glue.h"
@@ -170,8 +171,14 @@ struct nmiclock_timer *nmiclock_timer_new(u64 (*fn)(const void *data),
 
 	if (!t)
 		return NULL;
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 13, 0)
+	/* hrtimer_init() is gone from 7.x and .function is __private there. */
+	hrtimer_setup(&t->timer, nmiclock_timer_fire, CLOCK_MONOTONIC,
+		      HRTIMER_MODE_REL_PINNED_HARD);
+#else
 	hrtimer_init(&t->timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_PINNED_HARD);
 	t->timer.function = nmiclock_timer_fire;
+#endif
 	t->fn = fn;
 	t->data = data;
 	return t;

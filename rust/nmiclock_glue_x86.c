@@ -13,7 +13,12 @@
 #include <linux/string.h>
 #include <asm/apic.h>
 #include <asm/cpufeature.h>
+/* 7.x moved the CPUID accessors to <asm/cpuid/api.h>. */
+#if __has_include(<asm/cpuid/api.h>)
+#include <asm/cpuid/api.h>
+#else
 #include <asm/cpuid.h>
+#endif
 #include <asm/nmi.h>
 #include <asm/tsc.h>
 

@@ -77,6 +77,8 @@ use kernel::prelude::*;
 use kernel::str::CStr;
 use kernel::sync::Arc;
 
+use crate::fmtbuf::kernel_display;
+
 #[path = "nmiclock_core/src/acct.rs"]
 pub mod acct;
 #[path = "nmiclock_core/src/bench.rs"]
@@ -135,10 +137,15 @@ mod sync {
 module! {
     type: NmiClock,
     name: "nmiclock",
-    author: "nmiclock developers",
     description: "NMI-safe clock and accounting torture",
     license: "GPL",
 }
+
+/// The `author=` entry of `.modinfo`, outside `module!`: 6.12's takes
+/// `author:` only, 7.x's `authors: [..]` only.
+#[link_section = ".modinfo"]
+#[used]
+static AUTHOR: [u8; 27] = *b"author=nmiclock developers\0";
 
 /// Version reported in `stats` and the load message.
 const VERSION: &str = "0.7.0";
@@ -359,11 +366,11 @@ impl kernel::Module for NmiClock {
         pr_info!(
             "loaded: version {}, environment {}, {} CPUs online, {} at {} kHz, debugfs at /sys/kernel/debug/nmiclock;{}\n",
             VERSION,
-            environment,
+            kernel_display!(environment),
             ffi::cpu::num_online_cpus(),
             arch::COUNTER,
             ffi::time::counter_khz(),
-            settings::Inline
+            kernel_display!(settings::Inline)
         );
         if settings::number(settings::Key::Autostart) == 1 {
             stress.start()?;

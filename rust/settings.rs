@@ -32,6 +32,7 @@ use kernel::prelude::*;
 
 use crate::choices::{Acct, Choice, CounterRead, Disturb, NmiSource, Protection, Until, Wake};
 use crate::ffi;
+use crate::fmtbuf::kernel_display;
 use crate::parse::parse_u32;
 
 /// What values a setting takes.
@@ -318,7 +319,7 @@ fn parse(spec: &Spec, value: &str) -> Result<u32> {
                     spec.key,
                     value,
                     spec.key,
-                    Joined(names, ", ")
+                    kernel_display!(Joined(names, ", "))
                 );
                 Err(EINVAL)
             }
@@ -331,7 +332,7 @@ fn parse(spec: &Spec, value: &str) -> Result<u32> {
                     spec.key,
                     value,
                     spec.key,
-                    Joined(names, ", "),
+                    kernel_display!(Joined(names, ", ")),
                     crate::registry::registered()
                 );
                 Err(EINVAL)
@@ -414,7 +415,12 @@ pub(crate) fn set_all(pairs: &Pairs<'_>, check: impl Fn(&Values) -> Result) -> R
         let mut reclock = false;
         for (key, value) in pairs.iter() {
             let Some(index) = SPECS.iter().position(|s| s.key == key) else {
-                pr_err!("{}={}: unknown setting; valid: {}\n", key, value, Keys);
+                pr_err!(
+                    "{}={}: unknown setting; valid: {}\n",
+                    key,
+                    value,
+                    kernel_display!(Keys)
+                );
                 return Err(EINVAL);
             };
             let (Some(spec), Some(slot), Some(seen)) =

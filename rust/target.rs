@@ -36,6 +36,7 @@ use crate::coverage::Marker;
 use crate::ffi;
 use crate::ffi::kprobe::{Bracket, Edge};
 use crate::ffi::target::{Declared, Locked, Registering, TargetPin, Unregistering};
+use crate::fmtbuf::kernel_display;
 use crate::registry::{
     lookup, store_name, valid_name, SlotName, BUILTIN, MAX_REGISTERED, NAME_MAX, NMICLOCK, SLOTS,
 };
@@ -130,10 +131,23 @@ pub(crate) struct KernelUpdate {
 /// The timekeeper's update, which writes the fast timekeeper's latches.
 /// `update_fast_timekeeper()` is inlined into it, so the bracket is wider
 /// than the latch.
+#[cfg(not(nmiclock_kernel_7))]
 static TIMEKEEPING_UPDATE: KernelUpdate = KernelUpdate {
     symbol: c_str!("timekeeping_update"),
     holds: "both fast timekeeper latches (tk_fast_mono, tk_fast_raw), and around them the timekeeper's cached values, the vsyscall data and the shadow copy: wider than a latch",
     run_by: "the tick on the timekeeping CPU; also each clocksource switch, settimeofday and adjtimex frequency change",
+};
+
+/// The timekeeper's update on 7.x: `timekeeping_update()` became
+/// `timekeeping_update_from_shadow()`, which takes `tk_core.seq` itself
+/// (the callers did before), so the bracket also holds the timekeeper's
+/// seqcount write section; it updates the auxiliary clocks' timekeepers
+/// too, which have no fast timekeeper.
+#[cfg(nmiclock_kernel_7)]
+static TIMEKEEPING_UPDATE: KernelUpdate = KernelUpdate {
+    symbol: c_str!("timekeeping_update_from_shadow"),
+    holds: "both fast timekeeper latches (tk_fast_mono, tk_fast_raw), and around them the timekeeper's seqcount write section, its cached values, the vsyscall data and the copy from the shadow: wider than a latch",
+    run_by: "the tick on the timekeeping CPU; also each clocksource switch, settimeofday and adjtimex frequency change (and the auxiliary clocks' updates, which write no fast timekeeper)",
 };
 
 /// x86's `sched_clock()`: the per-CPU cyc2ns latch.
@@ -363,8 +377,8 @@ pub(crate) fn register(t: &Registering<'_>) -> Result {
         pr_info!(
             "target {} registered, promising per_cpu_step_back_ns={} cross_cpu_step_back_ns={} raw_rate={}\n",
             shown,
-            Allowance(d.back_cpu_ns),
-            Allowance(d.back_cross_ns),
+            kernel_display!(Allowance(d.back_cpu_ns)),
+            kernel_display!(Allowance(d.back_cross_ns)),
             if d.rate { "yes" } else { "no" }
         );
     }

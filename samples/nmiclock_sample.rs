@@ -22,10 +22,15 @@ mod nmiclock;
 module! {
     type: NmiclockSample,
     name: "nmiclock_sample",
-    author: "nmiclock developers",
     description: "Reads nmiclock's exported clock and prints a few values",
     license: "GPL",
 }
+
+/// The `author=` entry of `.modinfo`, outside `module!`: 6.12's takes
+/// `author:` only, 7.x's `authors: [..]` only.
+#[link_section = ".modinfo"]
+#[used]
+static AUTHOR: [u8; 27] = *b"author=nmiclock developers\0";
 
 /// Values read and printed on load.
 const READS: u32 = 5;

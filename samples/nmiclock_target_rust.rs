@@ -23,10 +23,15 @@ mod nmiclock;
 module! {
     type: NmiclockTargetRust,
     name: "nmiclock_target_rust",
-    author: "nmiclock developers",
     description: "An nmiclock target from Rust: a latch over CLOCK_MONOTONIC_RAW",
     license: "GPL",
 }
+
+/// The `author=` entry of `.modinfo`, outside `module!`: 6.12's takes
+/// `author:` only, 7.x's `authors: [..]` only.
+#[link_section = ".modinfo"]
+#[used]
+static AUTHOR: [u8; 27] = *b"author=nmiclock developers\0";
 
 /// One copy of the epoch: `CLOCK_MONOTONIC_RAW` at the update, and the
 /// clock's time then.

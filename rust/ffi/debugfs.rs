@@ -114,7 +114,12 @@ where
         return EINVAL.to_errno();
     }
     let mut bytes = KVec::new();
-    let copied = UserSlice::new(ubuf as usize, len).read_all(&mut bytes, GFP_KERNEL);
+    // A `UserPtr` is the address on 6.12, a type of its own on 7.x.
+    #[cfg(not(nmiclock_kernel_7))]
+    let ubuf = ubuf as usize;
+    #[cfg(nmiclock_kernel_7)]
+    let ubuf = kernel::uaccess::UserPtr::from_addr(ubuf as usize);
+    let copied = UserSlice::new(ubuf, len).read_all(&mut bytes, GFP_KERNEL);
     match copied.and_then(|()| write(&bytes)) {
         Ok(()) => 0,
         Err(e) => e.to_errno(),

@@ -14,7 +14,10 @@ use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use kernel::error::{from_err_ptr, Result};
 use kernel::ffi::{c_uint, c_void};
 use kernel::prelude::*;
+#[cfg(nmiclock_kernel_7)]
+use kernel::sync::aref::ARef;
 use kernel::task::Task;
+#[cfg(not(nmiclock_kernel_7))]
 use kernel::types::ARef;
 
 use super::{bindings, closure, erase, Callback, Owned};
@@ -200,7 +203,10 @@ impl TaskSlot {
     /// Publishes the calling kthread (in place of any task published
     /// before). Task context; may sleep.
     pub(crate) fn publish_self(&self, _k: &Kthread) {
-        self.set(ARef::from(&*kernel::current!()));
+        // `current!()` gives a `&Task` on 6.12, a `&CurrentTask` (which
+        // dereferences to `Task`) on 7.x: the annotation takes both.
+        let task: &Task = kernel::current!();
+        self.set(ARef::from(task));
     }
 
     /// Puts `task` in the slot.

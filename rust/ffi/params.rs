@@ -5,7 +5,9 @@
 //! `NMICLOCK_PARAMS` in `rust/nmiclock_glue.h`, in the order of the
 //! settings table (`rust/settings.rs`), which validates them.
 
-use kernel::str::CStr;
+// `CStr` from the prelude: on 7.x it is `core::ffi::CStr`, whose
+// `from_char_ptr`/`as_char_ptr` come from the prelude's `CStrExt`.
+use kernel::prelude::*;
 
 use super::bindings;
 

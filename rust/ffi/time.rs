@@ -91,12 +91,27 @@ pub(crate) fn ktime_get_ns() -> u64 {
 /// on arm64. Task or hard-IRQ context, as [`ktime_get_ns`].
 pub(crate) fn on_early_tsc() -> bool {
     let mut snap = core::mem::MaybeUninit::<kernel::bindings::system_time_snapshot>::zeroed();
-    // SAFETY: `snap` is a valid, writable snapshot for the call to fill;
-    // the call has no other memory-safety preconditions.
-    unsafe { kernel::bindings::ktime_get_snapshot(snap.as_mut_ptr()) };
+    let p = snap.as_mut_ptr();
+    // SAFETY: `p` points at a valid, writable snapshot for the call to
+    // fill; the call has no other memory-safety preconditions.
+    #[cfg(not(nmiclock_kernel_7))]
+    unsafe {
+        kernel::bindings::ktime_get_snapshot(p)
+    };
+    // 7.x has only the snapshot of a given clock, marked invalid (and
+    // otherwise left as it was) when it cannot be taken.
+    // SAFETY: As above; `CLOCK_MONOTONIC` is a clock id the call takes.
+    #[cfg(nmiclock_kernel_7)]
+    unsafe {
+        kernel::bindings::ktime_get_snapshot_id(kernel::bindings::CLOCK_MONOTONIC as _, p)
+    };
     // SAFETY: Zeroed, then filled in by the call: every field is a plain
     // integer, valid at any value.
     let snap = unsafe { snap.assume_init() };
+    #[cfg(nmiclock_kernel_7)]
+    if snap.valid == 0 {
+        return false;
+    }
     snap.cs_id == kernel::bindings::clocksource_ids_CSID_X86_TSC_EARLY
 }
 

@@ -10,7 +10,9 @@
 use core::ptr::{null_mut, NonNull};
 use core::sync::atomic::{AtomicPtr, Ordering};
 
-use kernel::str::CStr;
+// `CStr` from the prelude: on 7.x it is `core::ffi::CStr`, whose
+// `from_char_ptr`/`as_char_ptr` come from the prelude's `CStrExt`.
+use kernel::prelude::*;
 
 use super::bindings;
 

@@ -49,6 +49,7 @@ use crate::ffi::hrtimer::HrTimer;
 use crate::ffi::kthread::{Kthread, Worker};
 use crate::ffi::nmi::PerfEvent;
 use crate::ffi::workqueue::Work;
+use crate::fmtbuf::kernel_display;
 use crate::kacct;
 use crate::kclock;
 use crate::percpu::{BoxSlot, PerCpu};
@@ -635,7 +636,7 @@ impl Installed {
                 pr_info!(
                     "start: nmi_source in use: {};{}\n",
                     source::in_use().map_or("?", |s| s.name()),
-                    settings::Inline
+                    kernel_display!(settings::Inline)
                 );
                 Ok(())
             }

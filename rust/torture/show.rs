@@ -18,7 +18,7 @@ use kernel::prelude::*;
 use super::checks::{self, For, ERR_BUCKETS, ERR_SIDE, HIST_BUCKETS, NMI_HANDLER_NS};
 use super::{anomaly, elapsed_ms, expected, period_ns, source, state_name, CPUS};
 use crate::ffi;
-use crate::fmtbuf::FmtBuf;
+use crate::fmtbuf::{kernel_display, FmtBuf};
 use crate::kacct;
 use crate::kclock;
 use crate::lines::split_at_field;
@@ -291,7 +291,7 @@ pub(crate) fn end_of_test(why: &str) {
     let room =
         |header: &str| RECORD_MAX.saturating_sub(PREFIX.len() + header.len() + RECORD_OVERHEAD);
     let (first, mut rest) = split_at_field(line.as_str(), room(head.as_str()));
-    pr_info!("{}{}\n", head, first);
+    pr_info!("{}{}\n", kernel_display!(head), first);
     while !rest.is_empty() {
         let (piece, tail) = split_at_field(rest, room(CONTINUED));
         pr_info!("{}{}\n", CONTINUED, piece);
