@@ -24,7 +24,13 @@
 //!   ```
 //!
 //!   A reader retries only if `seq` changed while it read, i.e. the copy it
-//!   read may have been rewritten under it.
+//!   read may have been rewritten under it. This is 6.12's order; 7.x's
+//!   `update_clock_read_data()` steers first (readers take the odd copy,
+//!   still the old data), writes copy[0], steers back, then rewrites
+//!   copy[1]: the same guarantee, but a reader inside the update gets the
+//!   old epoch where here it gets the new one. Either is a whole copy, and
+//!   the checks accept either, so the kernel's clock is judged alike on
+//!   both releases.
 //! - [`Seqcount`] (`seqcount`): one copy and a classic sequence count
 //!   (odd while writing). Readers wait for an even count; an NMI that landed
 //!   inside the write section would wait forever for the code it
