@@ -350,14 +350,105 @@ nmc_prepare() {
 	nmc_build_against "$kdir" "$arch" || { nmc_err "the module build against $kdir failed"; return 125; }
 }
 
+# nmc_tree_config KDIR OPTION: OPTION's value in KDIR's .config, quotes
+# taken off (empty when unset).
+nmc_tree_config() {
+	sed -n "s/^$2=//p" "$1/.config" 2>/dev/null | sed 's/^"\(.*\)"$/\1/'
+}
+
+# nmc_version_code VERSION: 14.2.0 as 140200, as CONFIG_GCC_VERSION and
+# CONFIG_CLANG_VERSION write it.
+nmc_version_code() {
+	echo "$1" | awk -F. '{ printf "%d%02d%02d\n", $1, $2, $3 }'
+}
+
+# nmc_tree_toolchain KDIR: the make variables that build modules against
+# the tree at KDIR with the compilers it was built with: for a clang-built
+# tree LLVM=-N (or LLVM=1) of the clang whose version is its
+# CONFIG_CLANG_VERSION; for a GCC-built one CC= (and CROSS_COMPILE= for a
+# cross-built one) of the gcc its CONFIG_CC_VERSION_TEXT names, and
+# LIBCLANG_PATH of the release's LLVM for bindgen (it parses the C side
+# with libclang whatever compiled the kernel); RUSTC= and BINDGEN= whose
+# --version is the tree's CONFIG_RUSTC_VERSION_TEXT and
+# CONFIG_BINDGEN_VERSION_TEXT (the project's, rustup's or the PATH's).
+# Prints them on one line; on what it cannot find, prints one "missing:"
+# line each on stderr, with the fix, and fails. Selects the tree's release.
+nmc_tree_toolchain() {
+	local kdir=$1 r vars= bad=0 c v want name cross= found
+	r=$(nmc_tree_release "$kdir") && nmc_release_select "$r"
+	if [ "$(nmc_tree_config "$kdir" CONFIG_CC_IS_CLANG)" = y ]; then
+		want=$(nmc_tree_config "$kdir" CONFIG_CLANG_VERSION)
+		found=
+		for c in "$NMC_LLVM" "-${want%????}" ""; do
+			v=$(clang$c -dumpversion 2>/dev/null) || continue
+			[ "$(nmc_version_code "$v")" = "$want" ] || continue
+			found=${c:-1}
+			break
+		done
+		if [ -n "$found" ]; then
+			vars="LLVM=$found"
+		else
+			echo "missing: clang $want (CONFIG_CLANG_VERSION), the tree's compiler: none of clang$NMC_LLVM, clang-${want%????}, clang on PATH is that version; fix: install it, or put it first on PATH" >&2
+			bad=1
+		fi
+	else
+		want=$(nmc_tree_config "$kdir" CONFIG_GCC_VERSION)
+		name=$(nmc_tree_config "$kdir" CONFIG_CC_VERSION_TEXT)
+		name=${name%% *}
+		found=
+		for c in "$name" "gcc-${want%????}" gcc; do
+			v=$("$c" -dumpfullversion 2>/dev/null) || continue
+			[ "$(nmc_version_code "$v")" = "$want" ] || continue
+			found=$c
+			break
+		done
+		if [ -n "$found" ]; then
+			# A cross or triplet-named gcc: its binutils by the same prefix.
+			case $found in *-gcc*) cross=" CROSS_COMPILE=${found%gcc*}" ;; esac
+			vars="CC=$found$cross"
+			[ -d "/usr/lib/llvm$NMC_LLVM/lib" ] && [ -z "${LIBCLANG_PATH-}" ] &&
+				vars="$vars LIBCLANG_PATH=/usr/lib/llvm$NMC_LLVM/lib"
+		else
+			echo "missing: gcc $want (CONFIG_GCC_VERSION), the tree's compiler: none of $name, gcc-${want%????}, gcc is that version; fix: install it (Debian: gcc-${want%????})" >&2
+			bad=1
+		fi
+	fi
+	want=$(nmc_tree_config "$kdir" CONFIG_RUSTC_VERSION_TEXT)
+	found=
+	for c in "$NMC_RUSTC" "$HOME/.cargo/bin/rustc" "$(command -v rustc)"; do
+		[ -n "$c" ] && [ "$("$c" --version 2>/dev/null)" = "$want" ] && { found=$c; break; }
+	done
+	if [ -n "$found" ]; then
+		vars="$vars RUSTC=$found"
+	else
+		echo "missing: rustc '$want' (CONFIG_RUSTC_VERSION_TEXT), the one the tree was built with (crates of two rustc do not mix): not $NMC_RUSTC, rustup's or the PATH's; fix: install it (rustup toolchain install $(echo "$want" | awk '{ print $2 }')), or rebuild the tree with make RUSTC=$NMC_RUSTC" >&2
+		bad=1
+	fi
+	want=$(nmc_tree_config "$kdir" CONFIG_BINDGEN_VERSION_TEXT)
+	found=
+	for c in "$NMC_BINDGEN" "$HOME/.cargo/bin/bindgen" "$(command -v bindgen)"; do
+		[ -n "$c" ] && [ -x "$c" ] || continue
+		[ -z "$want" ] || [ "$("$c" --version 2>/dev/null)" = "$want" ] && { found=$c; break; }
+	done
+	if [ -n "$found" ]; then
+		vars="$vars BINDGEN=$found"
+	else
+		echo "missing: ${want:-bindgen} (CONFIG_BINDGEN_VERSION_TEXT), the tree's: not $NMC_BINDGEN, rustup's or the PATH's; fix: cargo install --locked bindgen-cli --version ${want#bindgen }" >&2
+		bad=1
+	fi
+	[ "$bad" = 0 ] || return 1
+	[ "$(nmc_tree_arch "$kdir")" = x86_64 ] || vars="$vars ARCH=$(nmc_tree_arch "$kdir")"
+	echo "${vars# }"
+}
+
 # nmc_build_against KDIR ARCH: the modules built against the tree at KDIR
-# with the project's toolchain (scripts/check-kernel: the tree's own).
+# with the tree's own toolchain (nmc_tree_toolchain; scripts/check-kernel
+# checked it).
 nmc_build_against() {
-	local r
-	# The toolchain of the tree's release (scripts/check-kernel checked it).
-	r=$(nmc_tree_release "$1") && nmc_release_select "$r"
-	# shellcheck disable=SC2046
-	make -s -C "$NMC_ROOT" KDIR="$1" $(nmc_make_vars "$2") modules
+	local vars
+	vars=$(nmc_tree_toolchain "$1") || return 1
+	# shellcheck disable=SC2086
+	make -s -C "$NMC_ROOT" KDIR="$1" $vars modules
 }
 
 # The static arm64 busybox for arm64 guests, from Debian's
