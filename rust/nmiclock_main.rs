@@ -144,7 +144,11 @@ module! {
 /// The `author=` entry of `.modinfo`, outside `module!`: 6.12's takes
 /// `author:` only, 7.x's `authors: [..]` only.
 #[link_section = ".modinfo"]
-#[used]
+// `used(compiler)`, as module! does: plain `used` is `used(linker)` since
+// rustc 1.89, whose SHF_GNU_RETAIN keeps GNU ld from merging this
+// `.modinfo` with the C side's: the module then has two, and the
+// loader, reading the first, finds no vermagic ("invalid module format").
+#[used(compiler)]
 static AUTHOR: [u8; 27] = *b"author=nmiclock developers\0";
 
 /// Version reported in `stats` and the load message.

@@ -89,7 +89,8 @@ macro_rules! settings {
             const SPEC: &Spec = &SPECS[Key::$var as usize];
             const LEN: usize = modinfo_len(SPEC);
             #[link_section = ".modinfo"]
-            #[used]
+            // `used(compiler)`, not `used`: see `AUTHOR` in rust/nmiclock_main.rs.
+            #[used(compiler)]
             static PARM: [u8; LEN] = modinfo(SPEC);
         };)*
     };

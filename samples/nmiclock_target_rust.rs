@@ -30,7 +30,8 @@ module! {
 /// The `author=` entry of `.modinfo`, outside `module!`: 6.12's takes
 /// `author:` only, 7.x's `authors: [..]` only.
 #[link_section = ".modinfo"]
-#[used]
+// `used(compiler)`, not `used`: see `AUTHOR` in rust/nmiclock_main.rs.
+#[used(compiler)]
 static AUTHOR: [u8; 27] = *b"author=nmiclock developers\0";
 
 /// One copy of the epoch: `CLOCK_MONOTONIC_RAW` at the update, and the
