@@ -162,6 +162,7 @@ read_op!(SeqcountOrdered, kclock::SEQCOUNT_ORDERED.read().ns);
 read_op!(SeqcountBare, kclock::SEQCOUNT_BARE.read().ns);
 read_op!(UnprotectedOrdered, kclock::UNPROTECTED_ORDERED.read().ns);
 read_op!(UnprotectedBare, kclock::UNPROTECTED_BARE.read().ns);
+read_op!(TargetRead, crate::target::read().0);
 
 /// The kernel's tick (`TICK_NSEC`), read once per benchmark.
 static TICK_NS: AtomicU64 = AtomicU64::new(0);
@@ -186,10 +187,16 @@ impl<S: kacct::Strategy, const TICK: bool> Op for AcctOp<S, TICK> {
 
 /// Out of range of `kclock`'s table: the updaters move the running clock.
 const RUNNING: usize = usize::MAX;
+/// Out of range too: the updaters call the registered target's `update`.
+const TARGET_UPDATE: usize = usize::MAX - 1;
 
 /// The clock the updaters move while `row` runs: the one it reads, for the
-/// rows named `protection/counter`, else the running clock.
+/// rows named `protection/counter`; for the target row, the target's own
+/// update; else the running clock.
 fn update_target(row: &Row) -> usize {
+    if row.name == TARGET_ROW_NAME {
+        return TARGET_UPDATE;
+    }
     row.name
         .split_once('/')
         .and_then(|(p, c)| kclock::index_of(p, c))
@@ -202,7 +209,38 @@ const SCHED_CLOCK_ROW: usize = 3;
 const ACCT_TICK_ROW: usize = 15;
 const ACCT_APPLY_ROW: usize = 18;
 
-const NROWS: usize = 21;
+const NROWS: usize = 22;
+
+/// The last row: the registered target the setting `target` selects,
+/// timed only when it selects one (the bench pins it meanwhile, as a run
+/// does); shown as `target NAME`.
+const TARGET_ROW: usize = NROWS - 1;
+const TARGET_ROW_NAME: &str = "target";
+/// The target index the last bench timed in its target row, or
+/// [`NOT_BENCHED`].
+static TARGET_BENCHED: AtomicUsize = AtomicUsize::new(NOT_BENCHED);
+const NOT_BENCHED: usize = usize::MAX;
+
+/// Whether row `ri` was (or is being) timed: every row but the target's,
+/// which only with a registered target selected.
+fn timed_row(ri: usize) -> bool {
+    ri != TARGET_ROW || TARGET_BENCHED.load(Ordering::Relaxed) != NOT_BENCHED
+}
+
+/// A row's name in the table: its own, or for the target row `target
+/// NAME`.
+struct RowName(usize);
+
+impl fmt::Display for RowName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = ROWS.get(self.0).map_or("?", |r| r.name);
+        if self.0 != TARGET_ROW {
+            return f.pad(name);
+        }
+        let target = crate::registry::Name(TARGET_BENCHED.load(Ordering::Relaxed));
+        f.pad(FmtBuf::<48>::from_fmt(format_args!("{name} {target}")).as_str())
+    }
+}
 
 /// This architecture's names of the counter and clock rows.
 const B: [&str; 8] = crate::arch::BENCH_ROWS;
@@ -258,6 +296,7 @@ static ROWS: [Row; NROWS] = [
     row::<AcctOp<Cmpxchg, false>>("acct cmpxchg (apply)", Group::AcctApply),
     row::<AcctOp<KernelIrqSave, false>>("acct irqsave (apply)", Group::AcctApply),
     row::<AcctOp<Racy, false>>("acct racy (apply)", Group::AcctApply),
+    row::<TargetRead>(TARGET_ROW_NAME, Group::Read),
 ];
 
 /// The phases: without and with the epoch updaters.
@@ -400,6 +439,12 @@ fn barrier() {
 fn updater() -> u64 {
     let target = match UPDATE_TARGET.load(Ordering::Relaxed) {
         RUNNING => kclock::running_index(),
+        TARGET_UPDATE => {
+            // The target's own writer step, marked as a run's is (a
+            // target without an update: nothing).
+            crate::target::update_step();
+            return UPDATE_NS.load(Ordering::Relaxed);
+        }
         i => i,
     };
     if let Some(c) = kclock::CLOCKS.get(target) {
@@ -531,6 +576,9 @@ fn reader(_k: &Kthread, cpu: u32) {
     // its ratio's reference share the run's conditions.
     for run in 0..nruns {
         for (ri, row) in ROWS.iter().enumerate() {
+            if !timed_row(ri) {
+                continue;
+            }
             if leader {
                 UPDATE_TARGET.store(update_target(row), Ordering::Relaxed);
             }
@@ -656,6 +704,16 @@ pub(crate) fn write(stress: &torture::Installed, input: &[u8]) -> Result {
         h.clear();
     }
     RUN_SUM.store(0, Ordering::Relaxed);
+    // A registered target selected: pinned for the read phases, timed in
+    // the last row (a built-in one has its own row already).
+    let index = crate::settings::target_index();
+    let pin = (index >= crate::registry::BUILTIN.len())
+        .then(crate::target::Pinned::selected)
+        .and_then(|p| p.ok());
+    TARGET_BENCHED.store(
+        if pin.is_some() { index } else { NOT_BENCHED },
+        Ordering::Relaxed,
+    );
     let mut ret = Ok(());
     for phase in 0..PHASES.len() {
         PHASE.store(phase, Ordering::Relaxed);
@@ -672,6 +730,8 @@ pub(crate) fn write(stress: &torture::Installed, input: &[u8]) -> Result {
     for row in &PINGPONG_SUMMARY {
         row[5].store(0, Ordering::Relaxed);
     }
+    // The NMI runs pin the target themselves.
+    drop(pin);
     if ret.is_ok() && ffi::cpu::num_online_cpus() >= 2 {
         ret = measure_pingpong(args.nruns as usize);
     }
@@ -867,13 +927,13 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
         "phase", "operation", "median", "p50", "p99", "max", "ratio", "spread"
     )?;
     for (phase, pname) in PHASES.iter().enumerate() {
-        for (ri, r) in ROWS.iter().enumerate() {
+        for ri in (0..ROWS.len()).filter(|&ri| timed_row(ri)) {
             let (ratio, spread) = ratio(ri, phase);
             writeln!(
                 w,
                 "{:<9} {:<26} {:>10} {:>8} {:>8} {:>9} {:>7} {:>11}",
                 pname,
-                r.name,
+                RowName(ri),
                 Cell::from_fmt(format_args!("{}", Milli(summary(ri, phase, 0)))),
                 summary(ri, phase, 1),
                 summary(ri, phase, 2),
@@ -938,8 +998,8 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
     // refscale's format, one table per row and phase, for
     // kvm-recheck-refscale.sh (split per table first).
     for (phase, pname) in PHASES.iter().enumerate() {
-        for (ri, r) in ROWS.iter().enumerate() {
-            writeln!(w, "ref-scale: {} {}", pname, r.name)?;
+        for ri in (0..ROWS.len()).filter(|&ri| timed_row(ri)) {
+            writeln!(w, "ref-scale: {} {}", pname, RowName(ri))?;
             writeln!(w, "Runs\tTime(ns)")?;
             let runs = RUNS.get(ri).and_then(|x| x.get(phase));
             for (i, v) in runs.into_iter().flatten().take(nruns).enumerate() {

@@ -139,3 +139,38 @@ pub(crate) fn valid_name(name: &[u8]) -> bool {
 pub(crate) fn registered() -> usize {
     SLOTS.iter().filter(|s| s.target.is_set()).count()
 }
+
+/// The registered targets' names, comma-separated (`none registered` when
+/// there is none), for a message that names what may be chosen. Reads the
+/// slots without the registry's mutex: a name being registered or
+/// unregistered meanwhile may be shown or not.
+pub(crate) struct RegisteredNames;
+
+impl core::fmt::Display for RegisteredNames {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let mut any = false;
+        for (i, slot) in SLOTS.iter().enumerate() {
+            if !slot.target.is_set() {
+                continue;
+            }
+            if any {
+                f.write_str(", ")?;
+            }
+            any = true;
+            write_name(f, i + BUILTIN.len())?;
+        }
+        if !any {
+            f.write_str("none registered")?;
+        }
+        Ok(())
+    }
+}
+
+/// Target `index`'s name, as [`write_name`] writes it.
+pub(crate) struct Name(pub(crate) usize);
+
+impl core::fmt::Display for Name {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write_name(f, self.0)
+    }
+}

@@ -329,12 +329,12 @@ fn parse(spec: &Spec, value: &str) -> Result<u32> {
             Some(i) => Ok(i as u32),
             None => {
                 pr_err!(
-                    "{}={}: unknown {}; valid: {}, or a registered target's name ({} registered)\n",
+                    "{}={}: unknown {}; valid: {}, or a registered target's name (registered: {})\n",
                     spec.key,
                     value,
                     spec.key,
                     kernel_display!(Joined(names, ", ")),
-                    crate::registry::registered()
+                    kernel_display!(crate::registry::RegisteredNames)
                 );
                 Err(EINVAL)
             }

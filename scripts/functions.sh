@@ -452,6 +452,89 @@ nmc_build_against() {
 	make -s -C "$NMC_ROOT" KDIR="$1" $vars modules
 }
 
+# --- providers: --with PATH (run-main, soak, run-bench, zoo, vm-run) ---------
+# A provider is another module that registers clocks with nmiclock
+# (include/nmiclock.h): a directory, an out-of-tree module (its own Kbuild
+# or Makefile) built against the run's kernel, or a .ko taken as built.
+
+# nmc_with_check PATH: PATH can be a provider (a directory with a Kbuild or
+# a Makefile, or a .ko file); else one line saying why, and false. Checks
+# only what needs no kernel: for a script's options, before anything is
+# provisioned or built.
+nmc_with_check() {
+	case $1 in
+	'') nmc_err "--with needs a directory or a .ko"; return 1 ;;
+	*.ko) [ -f "$1" ] || { nmc_err "--with $1: no such module file"; return 1; } ;;
+	*)
+		[ -d "$1" ] || { nmc_err "--with $1: neither a directory nor a .ko file"; return 1; }
+		[ -f "$1/Kbuild" ] || [ -f "$1/Makefile" ] ||
+			{ nmc_err "--with $1: no Kbuild or Makefile there (an out-of-tree module's directory)"; return 1; } ;;
+	esac
+}
+
+# nmc_with_build KDIR VARS DIR OUT: the provider at DIR built in OUT (a
+# copy of DIR, without what an earlier build left there) against the
+# kernel tree at KDIR with the make variables VARS (the toolchain), with
+# nmiclock's include/ on its include path (KCFLAGS, and NMICLOCK= for its
+# Kbuild: samples/template/), nmiclock's Module.symvers for its symbols;
+# prints the modules it built, one path a line. On a failed build: the
+# compiler's first error lines and the command that reproduces it, on
+# stderr, and false.
+nmc_with_build() {
+	local kdir=$1 vars=$2 dir=$3 out=$4 log lib abs keep
+	log=$out/.nmiclock-with-build.log
+	mkdir -p "$out" && (cd "$dir" && tar -cf - --exclude='*.o' --exclude='*.ko' --exclude='*.mod' \
+		--exclude='*.mod.c' --exclude='.*.cmd' --exclude='*.rmeta' --exclude=modules.order \
+		--exclude=Module.symvers --exclude='*_generated.rs' .) | tar -C "$out" -xf - ||
+		{ nmc_err "--with $dir: cannot copy it to $out"; return 1; }
+	# bindgen's libclang: the one of the toolchain's LLVM, as the kernel's
+	# own rust/ build was made with (the Makefile does the same).
+	lib=$(echo "$vars" | sed -n 's/.*LLVM=\(-[0-9]*\).*/\1/p')
+	[ -z "$lib" ] || [ -n "${LIBCLANG_PATH-}" ] || [ ! -d "/usr/lib/llvm$lib/lib" ] ||
+		export LIBCLANG_PATH=/usr/lib/llvm$lib/lib
+	# shellcheck disable=SC2086
+	if ! make -C "$kdir" M="$out" $vars NMICLOCK="$NMC_ROOT" \
+		KBUILD_EXTRA_SYMBOLS="$NMC_ROOT/Module.symvers" KCFLAGS="-I$NMC_ROOT/include" \
+		modules >"$log" 2>&1; then
+		# The log kept (OUT goes with the run), its paths the user's.
+		abs=$(cd "$dir" && pwd)
+		mkdir -p "$NMC_CACHE/logs" && keep=$NMC_CACHE/logs/with-$(basename "$abs").log &&
+			sed "s|$out/|$abs/|g" "$log" >"$keep" || keep=$log
+		nmc_err "--with $dir does not build against $kdir; its first errors:"
+		{ grep -m 8 -E '(error|Error)(\[E[0-9]+\])?:|\*\*\*' "$keep" || tail -n 8 "$keep"; } | sed 's/^/    /' >&2
+		nmc_err "the whole log: $keep; to build it so by hand:"
+		printf '    make -C %s M=%s %s NMICLOCK=%s KBUILD_EXTRA_SYMBOLS=%s/Module.symvers KCFLAGS=-I%s/include modules\n' \
+			"$kdir" "$abs" "$vars" "$NMC_ROOT" "$NMC_ROOT" "$NMC_ROOT" >&2
+		return 1
+	fi
+	sed -n 's|\.o$|.ko|p' "$out/modules.order" 2>/dev/null | while IFS= read -r ko; do
+		case $ko in /*) ;; *) ko=$out/$ko ;; esac
+		[ -f "$ko" ] && echo "$ko"
+	done | grep . || { nmc_err "--with $dir: its build made no module (no obj-m in its Kbuild?)"; return 1; }
+}
+
+# nmc_ko_info KO: what says which kernel a module was built for: its
+# vermagic, its ELF machine and the size of its struct module (the
+# kernel's .config changes that where the vermagic stays: a debug
+# kernel's lockdep fields), one line.
+nmc_ko_info() {
+	local magic machine size
+	magic=$(tr '\0' '\n' <"$1" | sed -n 's/^vermagic=//p' | head -n 1)
+	machine=$(od -An -j18 -N2 -tu2 "$1" | tr -d ' ')
+	size=$(readelf -S -W "$1" 2>/dev/null | sed -n 's/.* \.gnu\.linkonce\.this_module *[A-Z]* *[0-9a-f]* *[0-9a-f]* *\([0-9a-f]*\).*/\1/p')
+	echo "vermagic '$magic', ELF machine $machine, struct module 0x$size bytes"
+}
+
+# nmc_with_compatible KO REF: KO was built for the kernel REF (nmiclock.ko,
+# just built for the run's kernel) was; else one line and false.
+nmc_with_compatible() {
+	local want got
+	want=$(nmc_ko_info "$2") got=$(nmc_ko_info "$1")
+	[ "$got" = "$want" ] && return 0
+	nmc_err "--with $1 was built for another kernel: $got; this kernel's modules: $want"
+	return 1
+}
+
 # The static arm64 busybox for arm64 guests, from Debian's
 # busybox-static:arm64 (scripts/provision --arch arm64 fetches it).
 NMC_ARM64_BUSYBOX=$NMC_CACHE/arm64/busybox

@@ -21,8 +21,10 @@
 # reported as a SKIP that says so).
 
 # zoo_ko ENTRY: the module of ENTRY, beside the module under test or in
-# its samples/zoo/.
+# its samples/zoo/; an ENTRY that is a module's path (a --with entry's),
+# that module.
 zoo_ko() {
+	case $1 in /*.ko) [ -e "$1" ] && { echo "$1"; return 0; }; return 1 ;; esac
 	for d in "$(dirname "$module")/samples/zoo" "$(dirname "$module")"; do
 		[ -e "$d/zoo_$1.ko" ] && { echo "$d/zoo_$1.ko"; return 0; }
 	done
@@ -199,3 +201,16 @@ zoo_add fsl_a008585 f6dc1576cd51 aarch64 "FSL A-008585 counter erratum, the re-r
 zoo_add hisi_161010101 bb42ca474010 aarch64 "HiSilicon 161010101 counter erratum, the workaround"
 zoo_add a73_858921 fa8d815fac96 aarch64 "Cortex-A73 858921 counter erratum, the workaround"
 zoo_add sun50i_a64 c950ca8c35ee aarch64 "Allwinner A64 counter erratum, the workaround"
+
+# Entries of one's own (scripts/zoo --with DIR): NMICLOCK_ZOO_WITH lists
+# KO:BUG:FIX, a module and the two targets it registers, a bug and its fix
+# (named BUG and BUG_fixed); each pair is judged as the zoo's own: the bug
+# caught, the fix surviving with its windows hit, on any architecture.
+for with in ${NMICLOCK_ZOO_WITH-}; do
+	with_ko=${with%%:*} with_bug=${with#*:}
+	with_fix=${with_bug#*:} with_bug=${with_bug%%:*}
+	eval "t_zoo_with_$with_bug() { zoo_caught '$with_ko' any '$with_bug'; }"
+	case_add "t_zoo_with_$with_bug" "zoo: --with $(basename "$with_ko") $with_bug: the bug is caught"
+	eval "t_zoo_with_$with_fix() { zoo_survives '$with_ko' any '$with_fix'; }"
+	case_add "t_zoo_with_$with_fix" "zoo: --with $(basename "$with_ko") $with_bug: the fix survives"
+done

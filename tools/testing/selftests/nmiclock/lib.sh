@@ -218,9 +218,14 @@ unload_all() {
 	for m in nmiclock_target_c nmiclock_target_rust nmiclock_reader nmiclock_trace_clocks; do
 		is_loaded $m && rmmod $m
 	done
-	# The zoo's modules (cases_zoo.sh).
+	# The zoo's modules (cases_zoo.sh), and the entries of one's own it
+	# was given (NMICLOCK_ZOO_WITH: their modules' paths first).
 	for m in $(grep -o '^zoo_[a-z0-9_]*' /proc/modules); do
 		rmmod "$m"
+	done
+	for w in ${NMICLOCK_ZOO_WITH-}; do
+		m=$(basename "${w%%:*}" .ko | tr - _)
+		is_loaded "$m" && rmmod "$m"
 	done
 	unload
 }
