@@ -110,6 +110,109 @@ nmc_die() {
 	exit 2
 }
 
+# --- the scripts' command lines ------------------------------------------------
+# Every script takes --opt value and --opt=value alike (nmc_opt_split), and
+# refuses an unknown option or a bad value before it provisions or builds
+# anything: exit 2, or 128 under run-main --bisect (NMC_USAGE_STATUS), one
+# line, and the script's usage (nmc_usage_die).
+
+# nmc_opt_split ARG: for ARG --opt=value, sets NMC_OPT and NMC_VAL (true);
+# false for anything else. A parser's first case:
+#   --*=*) nmc_opt_split "$1"; shift; set -- "$NMC_OPT" "$NMC_VAL" "$@"; continue ;;
+nmc_opt_split() {
+	case $1 in
+	--*=*) NMC_OPT=${1%%=*} NMC_VAL=${1#*=} ;;
+	*) return 1 ;;
+	esac
+}
+
+# nmc_help: the calling script's header comment (from its fourth line to
+# the first line that is not a comment), as its --help prints it; exits 0.
+nmc_help() {
+	sed -n '4,/^[^#]/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'
+	exit 0
+}
+
+# nmc_usage_die MESSAGE: MESSAGE and the calling script's usage (its
+# header's "Usage:" lines) on stderr; exits NMC_USAGE_STATUS (2).
+nmc_usage_die() {
+	nmc_err "$1"
+	sed -n '/^# Usage:/,/^#$/p' "$0" | sed '$d; s/^# \{0,1\}//; s/^Usage:/usage:/' >&2
+	nmc_err "(try $nmc_prog --help)"
+	exit "${NMC_USAGE_STATUS:-2}"
+}
+
+# The options of scripts/vm-run, NAME:N (N values follow it). run-main,
+# soak, run-bench and zoo pass on those they do not take themselves
+# (nmc_vm_arg) and refuse any other.
+NMC_VM_RUN_OPTIONS="--release:1 --arch:1 --flavour:1 --kdir:1 --kernel:1
+--no-load:0 --params:1 --no-build:0 --timeout:1 --boot-timeout:1 --smp:1
+--mem:1 --accel:1 --append:1 --log:1 --kselftest:1 --add:1 --with:1
+--userspace:1 --lava-out:1"
+
+# nmc_vm_value OPTION VALUE: VALUE is one that OPTION of vm-run's (or of a
+# script's own of that name) takes, as far as it can be told without a
+# kernel; else one line and false.
+nmc_vm_value() {
+	case $1 in
+	--timeout | --boot-timeout | --smp | --mem)
+		case $2 in '' | *[!0-9]* | 0) nmc_err "$1 '$2': want a positive number"; return 1 ;; esac ;;
+	--accel)
+		case $2 in auto | tcg | kvm) ;; *) nmc_err "--accel '$2': want auto, tcg or kvm"; return 1 ;; esac ;;
+	--userspace)
+		case $2 in busybox | debian) ;; *) nmc_err "--userspace '$2': want busybox or debian"; return 1 ;; esac ;;
+	--flavour)
+		case $2 in default | debug) ;; *) nmc_err "--flavour '$2': want default or debug"; return 1 ;; esac ;;
+	--arch)
+		nmc_arch "$2" >/dev/null || { nmc_err "--arch '$2': want x86_64 or arm64"; return 1; } ;;
+	--release)
+		nmc_release_row "$2" >/dev/null ||
+			{ nmc_err "--release '$2': not a supported kernel release (supported: $NMC_RELEASES)"; return 1; } ;;
+	--kdir)
+		[ -f "$2/.config" ] || { nmc_err "--kdir '$2': no .config there (a configured, built kernel tree)"; return 1; } ;;
+	--kernel | --kselftest)
+		[ -e "$2" ] || { nmc_err "$1 '$2': no such file or directory"; return 1; } ;;
+	--with) nmc_with_check "$2" ;;
+	--add)
+		case $2 in
+		*:/opt/*/* | *:/opt/nmiclock | *:/opt/kselftest | *:/opt/with) nmc_err "--add $2: want DIR:/opt/NAME, NAME one new directory"; return 1 ;;
+		*:/opt/?*) [ -d "${2%%:*}" ] || { nmc_err "--add $2: no directory ${2%%:*}"; return 1; } ;;
+		*) nmc_err "--add $2: want DIR:/opt/NAME"; return 1 ;;
+		esac ;;
+	--params | --append | --log | --lava-out | --out | --kcidb)
+		[ -n "$2" ] || { nmc_err "$1 needs a value"; return 1; } ;;
+	esac
+}
+
+# nmc_vm_check OPTION VALUE: nmc_vm_value, or its line and the usage
+# (nmc_usage_die).
+nmc_vm_check() {
+	local msg
+	msg=$(nmc_vm_value "$1" "$2" 2>&1) || nmc_usage_die "${msg#*: error: }"
+}
+
+# nmc_vm_arg ARRAY OPTION [VALUE]: OPTION, one of vm-run's, and its value
+# (checked) appended to the array named ARRAY; NMC_TOOK says how many
+# arguments that took (1 or 2). Any other option, or a bad value: exits
+# (nmc_usage_die). A parser's catch-all:
+#   *) nmc_vm_arg vm_args "$@"; shift $((NMC_TOOK - 1)) ;;
+nmc_vm_arg() {
+	local -n nmc_into=$1
+	local o n=
+	shift
+	for o in $NMC_VM_RUN_OPTIONS; do
+		[ "${o%:*}" = "$1" ] && n=${o#*:}
+	done
+	case $n in
+	'') nmc_usage_die "unknown option '$1'" ;;
+	0) nmc_into+=("$1"); NMC_TOOK=1 ;;
+	*)
+		[ $# -ge 2 ] || nmc_usage_die "$1 needs a value"
+		nmc_vm_check "$1" "$2"
+		nmc_into+=("$1" "$2"); NMC_TOOK=2 ;;
+	esac
+}
+
 # nmc_kselftest_framework SRC DEST: the part of the kernel tree at SRC that
 # its kselftest Makefile reads (the top Makefile, lib.mk, the runner, and
 # what the Makefile includes from scripts/), copied to the same paths
@@ -334,16 +437,17 @@ nmc_tree_arch() {
 	fi
 }
 
-# nmc_prepare ARCH KDIR: the kernel a VM command boots, and the modules
-# for it: with KDIR empty, the provisioned kernel (provisioned if need be)
+# nmc_prepare ARCH KDIR [FLAVOUR]: the kernel a VM command boots, and the
+# modules for it: with KDIR empty, the provisioned kernel of FLAVOUR
+# (default; provisioned if need be)
 # and the modules built against it; else the tree at KDIR, checked by
 # scripts/check-kernel, and the modules built against it with the
 # project's toolchain. Returns 125, the harness's status, on failure.
 nmc_prepare() {
-	local arch=$1 kdir=$2
+	local arch=$1 kdir=$2 flavour=${3:-default}
 	if [ -z "$kdir" ]; then
-		"$NMC_ROOT/scripts/provision" --arch "$arch" >/dev/null || { nmc_err "provisioning failed"; return 125; }
-		make -s -C "$NMC_ROOT" PROVISIONED=1 ARCH="$arch" modules || { nmc_err "the module build failed"; return 125; }
+		"$NMC_ROOT/scripts/provision" --arch "$arch" --flavour "$flavour" >/dev/null || { nmc_err "provisioning failed"; return 125; }
+		make -s -C "$NMC_ROOT" PROVISIONED=1 ARCH="$arch" FLAVOUR="$flavour" modules || { nmc_err "the module build failed"; return 125; }
 		return 0
 	fi
 	"$NMC_ROOT/scripts/check-kernel" "$kdir" >&2 ||
