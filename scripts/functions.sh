@@ -556,6 +556,24 @@ nmc_build_against() {
 	make -s -C "$NMC_ROOT" KDIR="$1" $vars modules
 }
 
+# nmc_split_sections LOG OUT: the sections a run's guest printed ("== NAME"
+# lines: End of test, config, stats, histogram, anomalies, percpu, series,
+# trace, trace_nmiclock) into OUT/NAME.txt each (end_of_test.txt), the
+# kernel's own console lines left out, as run-main and soak keep them for
+# scripts/report.
+nmc_split_sections() {
+	sed -e 's/\r$//' "$1" 2>/dev/null | awk -v out="$2" '
+	/^== / {
+		f = ""
+		if ($2 == "End") f = "end_of_test"
+		else if ($2 ~ /^(config|stats|histogram|anomalies|percpu|series|trace|trace_nmiclock)$/) f = $2
+		next
+	}
+	/^--- soak summary end$/ { f = ""; next }
+	f == "end_of_test" && /End of test/ { sub(/^\[ *[0-9]+\.[0-9]+\] /, ""); print > (out "/" f ".txt"); next }
+	f != "" && f != "end_of_test" && !/^\[ *[0-9]+\.[0-9]+\] / { print > (out "/" f ".txt") }'
+}
+
 # --- providers: --with PATH (run-main, soak, run-bench, zoo, vm-run) ---------
 # A provider is another module that registers clocks with nmiclock
 # (include/nmiclock.h): a directory, an out-of-tree module (its own Kbuild

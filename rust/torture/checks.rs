@@ -497,7 +497,7 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
         // read, nothing ordering the two (the timing's and the reference's
         // ordered counter reads come before): a read that follows it must
         // not be older (if no overrun came in between), and a bare counter
-        // read that the CPU takes before the load can be, seed 004's bug,
+        // read that the CPU takes before the load can be, the rdtsc-ordering thread's bug (x86/vdso: use non-serializing rdtsc),
         // which a real CPU shows (scripts/run-host) and QEMU TCG cannot.
         || (HIGH_WATER.load(), kclock::read()),
         || kclock::switches_started(),

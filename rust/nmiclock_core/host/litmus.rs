@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! `--litmus`: seed 004's experiment on this CPU. A publisher thread on
+//! `--litmus`: the rdtsc-ordering thread's experiment (x86/vdso: use non-serializing rdtsc) on this CPU. A publisher thread on
 //! the first CPU reads a time and stores it with release; a reader on
 //! every other CPU loads it with acquire and then reads the time itself:
 //! a read older than the value loaded is time seen going backwards across

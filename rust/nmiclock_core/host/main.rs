@@ -21,7 +21,7 @@
 //! What it proves: the protocol on this CPU's memory model, interrupted at
 //! any user instruction (not only between QEMU's translation blocks), and
 //! the counter's ordering on this CPU (`counter=tsc` against
-//! `tsc_ordered`; `--litmus`, seed 004's experiment). What it does not:
+//! `tsc_ordered`; `--litmus`, the rdtsc-ordering thread's experiment (x86/vdso: use non-serializing rdtsc)). What it does not:
 //! NMI entry, the kernel's clocks, perf NMIs; the guest runs are for those.
 //!
 //! Its End of test line and exit status follow the module's: 0 `SUCCESS`,

@@ -144,7 +144,7 @@ Settings (the module's names):
   signal_source=auto|perf|timer          perf sigtrap, else a POSIX timer
                                          (auto: perf where allowed)
 
---litmus: seed 004's experiment: a publisher thread reads the counter and
+--litmus: the rdtsc-ordering thread's experiment (x86/vdso: use non-serializing rdtsc): a publisher thread reads the counter and
 stores it (release); readers on the other CPUs load it (acquire), then read
 the counter, and count the reads older than what they loaded. Variants:
 ORDERED; BARE_cbarrier, the bare read kept after the load by a compiler
@@ -589,7 +589,7 @@ fn sample(slot: usize, in_signal: bool) {
     let overruns = OVERRUNS.load(Ordering::SeqCst);
     let ref_lo = sys::mono_raw_ns();
     // The mark, then at once the read: nothing ordering in between, so a
-    // bare counter read may be taken before the mark's load, as seed 004
+    // bare counter read may be taken before the mark's load, as in the rdtsc-ordering thread (x86/vdso: use non-serializing rdtsc)
     // says it can.
     let high = HIGH_WATER.load();
     let r = read_active();
