@@ -225,10 +225,10 @@ nmc_kselftest_framework() {
 }
 
 # nmc_readme_recipe: README's kselftest recipe, its commands as written
-# (the indented block after "or the kernel's way"), sudo taken off (the
+# (the indented block after the line "kernel's way, the directory copied"), sudo taken off (the
 # guest runs as root and has none).
 nmc_readme_recipe() {
-	awk '/^or the kernel.s way/ { f = 1; next }
+	awk '/^kernel.s way, the directory copied/ { f = 1; next }
 		f && /^    / { sub(/^    /, ""); sub(/^sudo /, ""); print; got = 1; next }
 		f && got { exit }' "$NMC_ROOT/README.md"
 }
@@ -673,6 +673,32 @@ nmc_results_host() {
 	cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 	qemu=$(qemu-system-$(nmc_uname_m "${1:-x86_64}") --version 2>/dev/null | head -n 1)
 	echo "host: $(nproc) CPUs, ${cpu:-unknown CPU}; ${qemu:-QEMU version unknown}"
+}
+
+# nmc_module_version: nmiclock's version (rust/nmiclock_main.rs's
+# VERSION) and the checkout's commit, "-dirty" with uncommitted changes:
+# what a results section names as the module it measured.
+nmc_module_version() {
+	local v c
+	v=$(sed -n 's/^const VERSION: &str = "\(.*\)";$/\1/p' "$NMC_ROOT/rust/nmiclock_main.rs")
+	c=$(git -C "$NMC_ROOT" describe --always --dirty --abbrev=12 2>/dev/null)
+	echo "nmiclock ${v:-unknown}${c:+ (commit $c)}"
+}
+
+# nmc_results_kernel ARCH [KDIR [FLAVOUR]]: "kernel RELEASE (how it was
+# had)": the release the guest booted, read from the tree's
+# include/config/kernel.release (KDIR: your own tree; else the
+# provisioned one of the selected release), and the module's version.
+nmc_results_kernel() {
+	local arch=$1 kdir=${2-} flavour=${3:-default} rel how
+	if [ -n "$kdir" ]; then
+		how="your own tree $kdir"
+	else
+		kdir=$("$NMC_ROOT/scripts/provision" --arch "$arch" --flavour "$flavour" --print-kdir 2>/dev/null)
+		how="Debian's $NMC_KERNEL_PKG, provisioned, $flavour"
+	fi
+	rel=$(cat "$kdir/include/config/kernel.release" 2>/dev/null)
+	echo "kernel ${rel:-unknown} ($how), $(nmc_module_version)"
 }
 
 # nmc_cargo_own DIR: makes DIR, a cargo target directory under the cache
