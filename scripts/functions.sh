@@ -676,12 +676,15 @@ nmc_results_host() {
 }
 
 # nmc_module_version: nmiclock's version (rust/nmiclock_main.rs's
-# VERSION) and the checkout's commit, "-dirty" with uncommitted changes:
+# VERSION) and the checkout's commit, "-dirty" with uncommitted changes
+# to anything but Documentation/:
 # what a results section names as the module it measured.
 nmc_module_version() {
 	local v c
 	v=$(sed -n 's/^const VERSION: &str = "\(.*\)";$/\1/p' "$NMC_ROOT/rust/nmiclock_main.rs")
-	c=$(git -C "$NMC_ROOT" describe --always --dirty --abbrev=12 2>/dev/null)
+	# "-dirty": changes outside Documentation/ (which --results writes).
+	c=$(git -C "$NMC_ROOT" rev-parse --short=12 HEAD 2>/dev/null) &&
+		[ -z "$(git -C "$NMC_ROOT" status --porcelain -- . ':!Documentation' 2>/dev/null)" ] || c=${c:+$c-dirty}
 	echo "nmiclock ${v:-unknown}${c:+ (commit $c)}"
 }
 
