@@ -225,8 +225,9 @@ nmc_kselftest_framework() {
 }
 
 # nmc_readme_recipe: README's kselftest recipe, its commands as written
-# (the indented block after the line "kernel's way, the directory copied"), sudo taken off (the
-# guest runs as root and has none).
+# (the indented block after the line beginning "kernel's way, the
+# directory copied"), sudo taken off (the guest runs as root and has
+# none).
 nmc_readme_recipe() {
 	awk '/^kernel.s way, the directory copied/ { f = 1; next }
 		f && /^    / { sub(/^    /, ""); sub(/^sudo /, ""); print; got = 1; next }
@@ -675,14 +676,13 @@ nmc_results_host() {
 	echo "host: $(nproc) CPUs, ${cpu:-unknown CPU}; ${qemu:-QEMU version unknown}"
 }
 
-# nmc_module_version: nmiclock's version (rust/nmiclock_main.rs's
-# VERSION) and the checkout's commit, "-dirty" with uncommitted changes
-# to anything but Documentation/:
-# what a results section names as the module it measured.
+# nmc_module_version: what a results section names as the module it
+# measured: nmiclock's version (rust/nmiclock_main.rs's VERSION) and the
+# checkout's commit, "-dirty" with uncommitted changes outside
+# Documentation/ (which --results itself writes).
 nmc_module_version() {
 	local v c
 	v=$(sed -n 's/^const VERSION: &str = "\(.*\)";$/\1/p' "$NMC_ROOT/rust/nmiclock_main.rs")
-	# "-dirty": changes outside Documentation/ (which --results writes).
 	c=$(git -C "$NMC_ROOT" rev-parse --short=12 HEAD 2>/dev/null) &&
 		[ -z "$(git -C "$NMC_ROOT" status --porcelain -- . ':!Documentation' 2>/dev/null)" ] || c=${c:+$c-dirty}
 	echo "nmiclock ${v:-unknown}${c:+ (commit $c)}"
