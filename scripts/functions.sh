@@ -676,6 +676,56 @@ nmc_results_host() {
 	echo "host: $(nproc) CPUs, ${cpu:-unknown CPU}; ${qemu:-QEMU version unknown}"
 }
 
+# nmc_zoo_table ARCHES KTAP...: scripts/zoo's table from its guests' KTAP
+# (each file named ARCH.ktap; ARCHES the architectures in the order of
+# their columns): one row per target, the case's description naming the
+# commit, the diagnostics before its result line saying what was found.
+# scripts/report draws it; scripts/test-report checks that its fixture is
+# what this makes of the fixture's KTAP.
+nmc_zoo_table() {
+	local arches=$1
+	shift
+	awk -v arches="$arches" '
+	function cell(verdict, why, found,   c) {
+		if (verdict ~ /XFAIL/) {
+			c = why; sub(/^caught after /, "caught, ", c)
+			return c (found != "" ? "; " found : "")
+		}
+		if (verdict ~ /SKIP/)
+			return (why ~ /^negative control/ ? "not caught, as it must not be (" why ")" : "not run: " why)
+		if (verdict ~ /^ok/) return "survived" (found != "" ? " (" found ")" : "")
+		return "FAILED: " why
+	}
+	FNR == 1 { arch = FILENAME; sub(/.*\//, "", arch); sub(/\.ktap$/, "", arch); found = ""; why = "" }
+	/^# found: / { found = substr($0, 10); next }
+	/^# survived / { why = substr($0, 3); next }
+	/^(ok|not ok) [0-9]+ zoo: / {
+		line = $0
+		verdict = line; sub(/^[^#]*# ?/, "", verdict)
+		if (line !~ /#/) verdict = (line ~ /^ok/ ? "ok" : "not ok")
+		else if (line ~ /^not ok/) verdict = "not ok " verdict
+		else if (verdict !~ /^(XFAIL|SKIP)/) verdict = "ok"
+		desc = line; sub(/^(ok|not ok) [0-9]+ zoo: /, "", desc); sub(/ #.*/, "", desc)
+		commit = desc; sub(/ .*/, "", commit)
+		what = desc; sub(/^[^ ]+ /, "", what)
+		reason = line; sub(/^[^#]*# (XFAIL|SKIP) ?/, "", reason)
+		if (reason == line) reason = why
+		key = what
+		if (!(key in seen)) { seen[key] = 1; order[++n] = key; com[key] = commit }
+		res[key, arch] = cell(verdict, reason, found)
+		found = ""; why = ""
+	}
+	END {
+		split(arches, a, " ")
+		for (i = 1; i <= n; i++) {
+			k = order[i]
+			printf "%s  %s\n", com[k], k
+			for (j = 1; j in a; j++)
+				printf "    %-7s %s\n", a[j] ":", ((k, a[j]) in res ? res[k, a[j]] : "not run")
+		}
+	}' "$@"
+}
+
 # nmc_module_version: what a results section names as the module it
 # measured: nmiclock's version (rust/nmiclock_main.rs's VERSION) and the
 # checkout's commit, "-dirty" with uncommitted changes outside
