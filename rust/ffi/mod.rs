@@ -64,7 +64,8 @@
 //! [`nmi`] are the module's NMI-context entry points (with [`kprobe`]'s,
 //! which runs inside the kernel's timekeeping update) and those of
 //! [`hrtimer`] its hard-IRQ ones: `scripts/check-nmi-context` roots its
-//! call-graph walk there.
+//! call-graph walk there and at the glue's C handlers, found by their
+//! registrations, whose call of the closure it follows to the trampolines.
 
 pub(crate) mod bindings;
 pub(crate) mod cpu;
