@@ -280,27 +280,53 @@ nmc_merge_params() {
 }
 
 # nmc_run_logged LOGFILE LABEL CMD...: run CMD with its output in LOGFILE,
-# printing a heartbeat every 20 s so a long step is visibly alive.  On
+# showing that a long step is alive: on a terminal one line updated in
+# place every 2 s, otherwise a plain line every 20 s, each with the time
+# taken, the log's length and its last line. With NMC_EXPECT_LINES set
+# (about how long the log of a finished run is), also how far along that
+# is and roughly how long is left, extrapolated from the rate so far. On
 # failure the tail of the log is shown and the status returned.
 nmc_run_logged() {
 	local logfile=$1 label=$2
 	shift 2
-	local start=$SECONDS rc pid
+	local start=$SECONDS rc pid tty=0 every=20 lines line left elapsed pct
+	[ -t 1 ] && tty=1 every=2
 	"$@" >"$logfile" 2>&1 &
 	pid=$!
 	while kill -0 "$pid" 2>/dev/null; do
 		local i
-		for i in $(seq 20); do
+		for i in $(seq "$every"); do
 			kill -0 "$pid" 2>/dev/null || break
 			sleep 1
 		done
 		kill -0 "$pid" 2>/dev/null || break
-		printf '%s:       %s: %ds, %d lines of output, last: %s\n' \
-			"$nmc_prog" "$label" $((SECONDS - start)) \
-			"$(wc -l <"$logfile")" "$(tail -n 1 "$logfile" | cut -c1-70)"
+		elapsed=$((SECONDS - start))
+		lines=$(wc -l <"$logfile")
+		line="$label: ${elapsed}s, $lines lines of output"
+		if [ -n "${NMC_EXPECT_LINES-}" ] && [ "$lines" -gt 0 ]; then
+			pct=$((lines * 100 / NMC_EXPECT_LINES))
+			[ "$pct" -le 99 ] || pct=99
+			left=$((elapsed * (NMC_EXPECT_LINES - lines) / lines))
+			[ "$left" -ge 0 ] || left=0
+			if [ "$left" -lt 120 ]; then
+				left="${left}s"
+			else
+				left="$(((left + 59) / 60)) min"
+			fi
+			line="$label: ${elapsed}s, about $pct% (${lines} of ~$NMC_EXPECT_LINES lines), about $left left"
+		fi
+		[ "$lines" -eq 0 ] || line="$line, last: $(tail -n 1 "$logfile" | cut -c1-60)"
+		if [ $tty = 1 ]; then
+			# Cut to the terminal's width: a wrapped line is not redrawn.
+			line="$nmc_prog:       $line"
+			printf '\r\033[K%s' "${line:0:$(($(tput cols 2>/dev/null || echo 100) - 1))}"
+		else
+			printf '%s:       %s\n' "$nmc_prog" "$line"
+		fi
 	done
 	wait "$pid"
 	rc=$?
+	[ $tty = 0 ] || printf '\r\033[K'
 	if [ "$rc" -ne 0 ]; then
 		nmc_err "$label failed (exit $rc) after $((SECONDS - start))s; last lines of $logfile:"
 		tail -n 40 "$logfile" >&2
@@ -447,7 +473,23 @@ nmc_tree_arch() {
 nmc_prepare() {
 	local arch=$1 kdir=$2 flavour=${3:-default}
 	if [ -z "$kdir" ]; then
-		"$NMC_ROOT/scripts/provision" --arch "$arch" --flavour "$flavour" >/dev/null || { nmc_err "provisioning failed"; return 125; }
+		if "$NMC_ROOT/scripts/provision" --arch "$arch" --flavour "$flavour" --print-kdir >/dev/null 2>&1; then
+			"$NMC_ROOT/scripts/provision" --arch "$arch" --flavour "$flavour" >/dev/null ||
+				{ nmc_err "provisioning failed"; return 125; }
+		else
+			# The first run: its steps and the kernel build's progress
+			# are shown, on stderr (stdout is the run's).
+			nmc_log "the $NMC_RELEASE $arch kernel ($flavour) is not provisioned yet: provisioning it (packages, bindgen, the kernel build; 10 to 15 minutes on 2 cores, cached afterwards)" >&2
+			"$NMC_ROOT/scripts/provision" --arch "$arch" --flavour "$flavour" >&2 ||
+				{ nmc_err "provisioning failed"; return 125; }
+			# The first module build against it takes half a minute:
+			# shown as alive too (its output in the log, its tail on
+			# failure).
+			nmc_run_logged "$NMC_CACHE/logs/module-build.log" "make modules (nmiclock.ko and the samples)" \
+				make -s -C "$NMC_ROOT" PROVISIONED=1 ARCH="$arch" FLAVOUR="$flavour" modules >&2 ||
+				{ nmc_err "the module build failed"; return 125; }
+			return 0
+		fi
 		make -s -C "$NMC_ROOT" PROVISIONED=1 ARCH="$arch" FLAVOUR="$flavour" modules || { nmc_err "the module build failed"; return 125; }
 		return 0
 	fi
