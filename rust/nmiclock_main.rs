@@ -57,7 +57,8 @@
 //!   pointer each and freed one RCU grace period after they are
 //!   unpublished ([`percpu`]), or atomics in `static`s: memory safety does
 //!   not depend on the order things are torn down in. `unsafe` lives in
-//!   [`ffi`], [`percpu`] and the core's counter reads only.
+//!   [`ffi`], [`percpu`] and the core's counter reads only (the crate
+//!   denies `unsafe_code` elsewhere).
 //!
 //! The kernel-independent core lives in `rust/nmiclock_core/src/`: each file
 //! there is a module of this crate (included by `#[path]`) and of the host
@@ -68,6 +69,10 @@
 //! What runs in NMI or hard-IRQ context takes no lock, allocates nothing,
 //! prints nothing and cannot panic; `scripts/check-nmi-context` proves it
 //! from the built module's machine code (its header says how).
+
+// `unsafe` (and what the compiler counts with it: exported symbols, link
+// sections) only where a module below allows it, each with its reason.
+#![deny(unsafe_code)]
 
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -85,6 +90,8 @@ pub mod acct;
 pub mod bench;
 #[path = "nmiclock_core/src/clock.rs"]
 pub mod clock;
+// The counter reads are inline assembly.
+#[allow(unsafe_code)]
 #[path = "nmiclock_core/src/counter.rs"]
 pub mod counter;
 #[path = "nmiclock_core/src/cyc_ns.rs"]
@@ -110,12 +117,16 @@ mod check;
 mod choices;
 mod counters;
 mod coverage;
+// Every FFI call, wrapped in safe types.
+#[allow(unsafe_code)]
 mod ffi;
 mod fmtbuf;
 mod kacct;
 mod kbench;
 mod kclock;
 mod kwake;
+// Per-CPU slots published by pointer and freed after a grace period.
+#[allow(unsafe_code)]
 mod percpu;
 mod registry;
 mod settings;
@@ -143,6 +154,7 @@ module! {
 
 /// The `author=` entry of `.modinfo`, outside `module!`: 6.12's takes
 /// `author:` only, 7.x's `authors: [..]` only.
+#[allow(unsafe_code)]
 #[link_section = ".modinfo"]
 // `used(compiler)`, as module! does: plain `used` is `used(linker)` since
 // rustc 1.89, whose SHF_GNU_RETAIN keeps GNU ld from merging this

@@ -88,6 +88,8 @@ macro_rules! settings {
         $(const _: () = {
             const SPEC: &Spec = &SPECS[Key::$var as usize];
             const LEN: usize = modinfo_len(SPEC);
+            // A parameter's description is a `.modinfo` entry.
+            #[allow(unsafe_code)]
             #[link_section = ".modinfo"]
             // `used(compiler)`, not `used`: see `AUTHOR` in rust/nmiclock_main.rs.
             #[used(compiler)]

@@ -598,6 +598,9 @@ macro_rules! export_registry {
         /// in place, unchanged, until `nmiclock_unregister_target(t)`
         /// returns, as the header requires of its callers; its
         /// unregistration does not begin before this returns.
+        // Expanded in the registry's module, under the crate's
+        // `deny(unsafe_code)`: this layer's `unsafe`, where it is used.
+        #[allow(unsafe_code)]
         #[no_mangle]
         pub(crate) unsafe extern "C" fn __nmiclock_register_target(
             t: *mut $crate::ffi::bindings::nmiclock_target,
@@ -629,6 +632,9 @@ macro_rules! export_registry {
         /// # Safety
         ///
         /// As for `__nmiclock_register_target`, of a 0.6 structure.
+        // Expanded in the registry's module, under the crate's
+        // `deny(unsafe_code)`: this layer's `unsafe`, where it is used.
+        #[allow(unsafe_code)]
         #[no_mangle]
         pub(crate) unsafe extern "C" fn nmiclock_register_target(
             t: *mut $crate::ffi::bindings::nmiclock_target,
@@ -645,6 +651,9 @@ macro_rules! export_registry {
         /// `t` is null, or was passed to `nmiclock_register_target()`, as
         /// the header requires of its callers; only its address is used
         /// here, to find it by.
+        // Expanded in the registry's module, under the crate's
+        // `deny(unsafe_code)`: this layer's `unsafe`, where it is used.
+        #[allow(unsafe_code)]
         #[no_mangle]
         pub(crate) unsafe extern "C" fn nmiclock_unregister_target(
             t: *mut $crate::ffi::bindings::nmiclock_target,
