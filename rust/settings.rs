@@ -139,7 +139,7 @@ settings! {
     Disturb "disturb": Kind::Names(Disturb::NAMES), default "none", false,
         "stress run disturbance: conversion switches between two mult/shift pairs, stutter pauses the writers";
     /// What the stress run reads.
-    Target "target": Kind::Target(&crate::registry::BUILTIN), default "nmiclock", false,
+    Target "target": Kind::Target(&crate::registry::BUILTIN_NAMES), default "nmiclock", false,
         "what the stress run reads: nmiclock (the clock clock= selects), a kernel clock, or a target another module registered";
     /// How the `wake` activity's waiters wait.
     Wake "wake": Kind::Names(Wake::NAMES), default "sleep", false,

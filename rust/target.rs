@@ -5,10 +5,11 @@
 //! - `nmiclock`, the default: the clock `clock=` selects, checked exactly
 //!   against its counter ([`crate::torture`]);
 //! - the kernel's clocks meant for NMI context or the scheduler
-//!   ([`BUILTIN`] after the first), read through the glue and judged by
-//!   what each promises ([`PROMISES`]); the function that updates each
-//!   ([`KernelUpdate`]) is bracketed by a kretprobe during the run, so
-//!   that the reads that met the kernel inside it count as window hits;
+//!   ([`BUILTIN`] after the first, each declared once in
+//!   [`crate::registry`]), read through the glue and judged by what each
+//!   promises; the function that updates each ([`KernelUpdate`]) is
+//!   bracketed by a kretprobe during the run, so that the reads that met
+//!   the kernel inside it count as window hits;
 //! - clocks other modules register (`include/nmiclock.h`), up to
 //!   [`MAX_REGISTERED`], judged as a `sched_clock` replacement must be: per
 //!   CPU and across CPUs monotonic, at the rate of `CLOCK_MONOTONIC_RAW`.
@@ -26,9 +27,7 @@
 
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 
-use kernel::c_str;
 use kernel::prelude::*;
-use kernel::str::CStr;
 
 use crate::clock::{Window, Writer};
 use crate::coverage;
@@ -38,155 +37,49 @@ use crate::ffi::kprobe::{Bracket, Edge};
 use crate::ffi::target::{Declared, Locked, Registering, TargetPin, Unregistering};
 use crate::fmtbuf::kernel_display;
 use crate::registry::{
-    lookup, store_name, valid_name, SlotName, BUILTIN, MAX_REGISTERED, NAME_MAX, NMICLOCK, SLOTS,
+    lookup, read_builtin, store_name, valid_name, SlotName, BUILTIN, MAX_REGISTERED, NAME_MAX,
+    NMICLOCK, SLOTS,
 };
 use crate::settings::{self, Key};
 
-/// How far the kernel's `ktime_get_*_fast_ns()` may step back across an
-/// update: "a few nanoseconds", in the kernel's words (an NMI inside the
-/// update, or another CPU, reads with the old slope). Checked at 1 us: a
-/// whole second between updates at the mult steps the timekeeper makes
-/// (about 60 ns), ten times over.
-const FAST_STEP_BACK_NS: u64 = 1_000;
+pub(crate) use crate::registry::{KernelUpdate, Promise};
 
-/// What a clock promises, from the kernel's documentation and comments.
-#[derive(Clone, Copy)]
-pub(crate) struct Promise {
-    /// Monotonic on each CPU, up to a step back of this many ns (`None`:
-    /// not promised).
-    pub(crate) per_cpu: Option<u64>,
-    /// Monotonic across CPUs, up to this step back (`None`: not promised).
-    pub(crate) cross_cpu: Option<u64>,
-    /// Runs at the rate of `CLOCK_MONOTONIC_RAW`, within NTP's slew and
-    /// the reference check's tolerance, and is never stepped.
-    pub(crate) raw_rate: bool,
-    /// Where the promise is written.
-    pub(crate) source: &'static str,
+/// What the run in progress (or the last run) reads, and what it found
+/// of its target's updates. Written by the task that starts the run while
+/// no reader runs; read from any context, NMI included.
+struct RunTarget {
+    /// The target's index (into [`BUILTIN`], or past it a registry slot).
+    index: AtomicUsize,
+    /// A registered target's promise, copied when the run pinned it: the
+    /// step back allowed on one CPU and across CPUs (`u64::MAX`: any),
+    /// and whether its rate is promised.
+    back_cpu: AtomicU64,
+    back_cross: AtomicU64,
+    rate: AtomicBool,
+    /// The registered target has an `update`.
+    has_update: AtomicBool,
+    /// Target `update` calls made.
+    updates: AtomicU64,
+    /// Writer steps that found another CPU's `update` in progress.
+    update_skips: AtomicU64,
+    /// Whether a kernel clock's update was bracketed: 0 if it was, else
+    /// the error of the last attempt (positive errno); -1 before any.
+    bracket_error: AtomicI32,
+    /// Calls of the kernel's update the bracket missed, when it ended.
+    bracket_missed: AtomicU64,
 }
 
-/// The promise of each built-in target, in [`BUILTIN`] order.
-pub(crate) static PROMISES: [Promise; 8] = [
-    // nmiclock: what the stress run has always checked.
-    Promise {
-        per_cpu: Some(0),
-        cross_cpu: Some(0),
-        raw_rate: true,
-        source: "nmiclock's own: a sched_clock replacement",
-    },
-    Promise {
-        per_cpu: None,
-        cross_cpu: None,
-        raw_rate: false,
-        source: "include/linux/sched/clock.h: no promise of monotonicity or bounded drift between CPUs; NMI-safe (kernel/time/sched_clock.c, arch/x86/kernel/tsc.c: a latch)",
-    },
-    Promise {
-        per_cpu: Some(0),
-        cross_cpu: None,
-        raw_rate: false,
-        source: "include/linux/sched/clock.h: monotonic per CPU, bounded drift between CPUs, time can go backwards across CPUs",
-    },
-    Promise {
-        per_cpu: Some(FAST_STEP_BACK_NS),
-        cross_cpu: Some(FAST_STEP_BACK_NS),
-        raw_rate: true,
-        source: "kernel/time/timekeeping.c: NMI-safe, not monotonic across an update (a few ns)",
-    },
-    Promise {
-        per_cpu: Some(FAST_STEP_BACK_NS),
-        cross_cpu: Some(FAST_STEP_BACK_NS),
-        raw_rate: true,
-        source: "kernel/time/timekeeping.c: as ktime_get_mono_fast_ns, unslewed",
-    },
-    Promise {
-        per_cpu: Some(FAST_STEP_BACK_NS),
-        cross_cpu: Some(FAST_STEP_BACK_NS),
-        raw_rate: true,
-        source: "kernel/time/timekeeping.c: as ktime_get_mono_fast_ns, plus the time in suspend",
-    },
-    Promise {
-        per_cpu: None,
-        cross_cpu: None,
-        raw_rate: false,
-        source: "kernel/time/timekeeping.c: as ktime_get_boot_fast_ns; the TAI offset moves with settime and adjtimex",
-    },
-    Promise {
-        per_cpu: None,
-        cross_cpu: None,
-        raw_rate: false,
-        source: "kernel/time/timekeeping.c: as ktime_get_mono_fast_ns; CLOCK_REALTIME is stepped by settimeofday and adjtimex",
-    },
-];
-
-/// How the kernel updates one of its clocks: the function a run brackets
-/// (entering it opens a window, its return closes it), and what runs it.
-pub(crate) struct KernelUpdate {
-    /// The function bracketed.
-    pub(crate) symbol: &'static CStr,
-    /// What the bracket holds: the clock's own update, and what else.
-    pub(crate) holds: &'static str,
-    /// What runs the update, and so which disturbance exercises it.
-    pub(crate) run_by: &'static str,
-}
-
-/// The timekeeper's update, which writes the fast timekeeper's latches.
-/// `update_fast_timekeeper()` is inlined into it, so the bracket is wider
-/// than the latch.
-#[cfg(not(nmiclock_kernel_7))]
-static TIMEKEEPING_UPDATE: KernelUpdate = KernelUpdate {
-    symbol: c_str!("timekeeping_update"),
-    holds: "both fast timekeeper latches (tk_fast_mono, tk_fast_raw), and around them the timekeeper's cached values, the vsyscall data and the shadow copy: wider than a latch",
-    run_by: "the tick on the timekeeping CPU; also each clocksource switch, settimeofday and adjtimex frequency change",
+static RUN: RunTarget = RunTarget {
+    index: AtomicUsize::new(NMICLOCK),
+    back_cpu: AtomicU64::new(0),
+    back_cross: AtomicU64::new(0),
+    rate: AtomicBool::new(true),
+    has_update: AtomicBool::new(false),
+    updates: AtomicU64::new(0),
+    update_skips: AtomicU64::new(0),
+    bracket_error: AtomicI32::new(-1),
+    bracket_missed: AtomicU64::new(0),
 };
-
-/// The timekeeper's update on 7.x: `timekeeping_update()` became
-/// `timekeeping_update_from_shadow()`, which takes `tk_core.seq` itself
-/// (the callers did before), so the bracket also holds the timekeeper's
-/// seqcount write section; it updates the auxiliary clocks' timekeepers
-/// too, which have no fast timekeeper.
-#[cfg(nmiclock_kernel_7)]
-static TIMEKEEPING_UPDATE: KernelUpdate = KernelUpdate {
-    symbol: c_str!("timekeeping_update_from_shadow"),
-    holds: "both fast timekeeper latches (tk_fast_mono, tk_fast_raw), and around them the timekeeper's seqcount write section, its cached values, the vsyscall data and the copy from the shadow: wider than a latch",
-    run_by: "the tick on the timekeeping CPU; also each clocksource switch, settimeofday and adjtimex frequency change (and the auxiliary clocks' updates, which write no fast timekeeper)",
-};
-
-/// x86's `sched_clock()`: the per-CPU cyc2ns latch.
-#[cfg(target_arch = "x86_64")]
-static SCHED_CLOCK_UPDATE: KernelUpdate = KernelUpdate {
-    symbol: c_str!("__set_cyc2ns_scale"),
-    holds: "one CPU's cyc2ns latch update (arch/x86/kernel/tsc.c)",
-    run_by: "boot, the TSC's refined calibration, and cpufreq without a constant TSC: nothing a run does",
-};
-
-/// The generic `sched_clock()` (arm64): its latch.
-#[cfg(target_arch = "aarch64")]
-static SCHED_CLOCK_UPDATE: KernelUpdate = KernelUpdate {
-    symbol: c_str!("update_sched_clock"),
-    holds: "the generic sched_clock's latch update (kernel/time/sched_clock.c)",
-    run_by: "its wrap timer (about hourly for a 56-bit counter) and suspend: nothing a run does",
-};
-
-/// The update of each built-in target, in [`BUILTIN`] order (`None` for
-/// nmiclock's own clock, whose writers mark their windows themselves).
-/// `local_clock()` is `sched_clock()` while the scheduler's clock is stable,
-/// and otherwise clamps it per CPU inside the read itself.
-static KERNEL_UPDATES: [Option<&KernelUpdate>; 8] = [
-    None,
-    Some(&SCHED_CLOCK_UPDATE),
-    Some(&SCHED_CLOCK_UPDATE),
-    Some(&TIMEKEEPING_UPDATE),
-    Some(&TIMEKEEPING_UPDATE),
-    Some(&TIMEKEEPING_UPDATE),
-    Some(&TIMEKEEPING_UPDATE),
-    Some(&TIMEKEEPING_UPDATE),
-];
-
-/// Whether a kernel clock's run bracketed its update: 0 if it did, else
-/// the error of the last attempt (positive errno); -1 before any.
-static BRACKET_ERROR: AtomicI32 = AtomicI32::new(-1);
-/// Calls the kernel's bracket missed in the run (or the last), when it
-/// ended.
-static BRACKET_MISSED: AtomicU64 = AtomicU64::new(0);
 
 /// Whether the reads of a kernel clock's run can have met its update.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -221,14 +114,14 @@ impl KernelCoverage {
 
 /// The update of the run's kernel clock (or the last run's), if it reads one.
 fn kernel_update() -> Option<&'static KernelUpdate> {
-    KERNEL_UPDATES.get(run_index()).copied().flatten()
+    BUILTIN.get(run_index()).and_then(|b| b.update)
 }
 
 /// What the run's (or the last run's) kernel clock coverage is: `None`
 /// unless it reads a kernel clock.
 pub(crate) fn kernel_coverage() -> Option<KernelCoverage> {
     kernel_update()?;
-    Some(match BRACKET_ERROR.load(Ordering::Relaxed) {
+    Some(match RUN.bracket_error.load(Ordering::Relaxed) {
         0 if coverage::kernel_calls() > 0 => KernelCoverage::Exercised,
         0 => KernelCoverage::NotExercised,
         e => KernelCoverage::NotBracketed(e),
@@ -243,7 +136,7 @@ pub(crate) fn kernel_update_counts() -> (u64, u64) {
     }
     (
         coverage::kernel_calls(),
-        BRACKET_MISSED.load(Ordering::Relaxed),
+        RUN.bracket_missed.load(Ordering::Relaxed),
     )
 }
 
@@ -251,18 +144,18 @@ pub(crate) fn kernel_update_counts() -> (u64, u64) {
 /// windows. A failure is one log line; the run goes on without coverage.
 fn bracket(name: &str, u: &'static KernelUpdate) -> Option<KernelBracket> {
     coverage::kernel_reset();
-    BRACKET_MISSED.store(0, Ordering::Relaxed);
+    RUN.bracket_missed.store(0, Ordering::Relaxed);
     match Bracket::new(u.symbol, |e| match e {
         Edge::Enter => coverage::kernel_enter(),
         Edge::Leave => coverage::kernel_leave(),
     }) {
         Ok(b) => {
-            BRACKET_ERROR.store(0, Ordering::Relaxed);
+            RUN.bracket_error.store(0, Ordering::Relaxed);
             Some(KernelBracket(b))
         }
         Err(e) => {
             let errno = e.to_errno().saturating_neg();
-            BRACKET_ERROR.store(errno.max(1), Ordering::Relaxed);
+            RUN.bracket_error.store(errno.max(1), Ordering::Relaxed);
             pr_info!(
                 "start: {}: cannot bracket {}() (error {}{}): window hits are not counted\n",
                 name,
@@ -285,13 +178,13 @@ struct KernelBracket(Bracket);
 
 impl Drop for KernelBracket {
     fn drop(&mut self) {
-        BRACKET_MISSED.store(self.0.missed(), Ordering::Relaxed);
+        RUN.bracket_missed.store(self.0.missed(), Ordering::Relaxed);
     }
 }
 
 /// What a registered target must do unless it declares otherwise: a
 /// `sched_clock` replacement's promise.
-pub(crate) static REGISTERED: Promise = Promise {
+pub(crate) const REGISTERED: Promise = Promise {
     per_cpu: Some(0),
     cross_cpu: Some(0),
     raw_rate: true,
@@ -300,21 +193,6 @@ pub(crate) static REGISTERED: Promise = Promise {
 
 /// Where a registered target's own declared promise is written.
 const DECLARED_SOURCE: &str = "declared by the target (include/nmiclock.h)";
-
-/// The promise of the run's registered target, copied when the run pinned
-/// it (read from NMI context: atomics, `u64::MAX` for none).
-static RUN_BACK_CPU: AtomicU64 = AtomicU64::new(0);
-static RUN_BACK_CROSS: AtomicU64 = AtomicU64::new(0);
-static RUN_RATE: AtomicBool = AtomicBool::new(true);
-
-/// The target index of the run in progress (or the last run).
-static RUN_INDEX: AtomicUsize = AtomicUsize::new(NMICLOCK);
-/// The run's registered target has an `update` (kept past the run).
-static RUN_UPDATE: AtomicBool = AtomicBool::new(false);
-/// Target `update` calls made in the run in progress (or the last).
-static UPDATES: AtomicU64 = AtomicU64::new(0);
-/// Writer steps that found another CPU's `update` in progress.
-static UPDATE_SKIPS: AtomicU64 = AtomicU64::new(0);
 
 /// Registers `t` (see `include/nmiclock.h`). Task context.
 pub(crate) fn register(t: &Registering<'_>) -> Result {
@@ -341,7 +219,7 @@ pub(crate) fn register(t: &Registering<'_>) -> Result {
         return Err(EINVAL);
     }
     let l = Locked::new();
-    if BUILTIN.iter().any(|b| b.as_bytes() == name) || lookup(shown).is_some() {
+    if BUILTIN.iter().any(|b| b.name.as_bytes() == name) || lookup(shown).is_some() {
         pr_err!("register_target: {}: a target of that name exists\n", shown);
         return Err(EEXIST);
     }
@@ -464,17 +342,12 @@ impl Pinned {
     pub(crate) fn selected() -> Result<Self> {
         let l = Locked::new();
         let index = settings::target_index();
-        UPDATES.store(0, Ordering::Relaxed);
-        UPDATE_SKIPS.store(0, Ordering::Relaxed);
-        RUN_UPDATE.store(false, Ordering::Relaxed);
-        if index < BUILTIN.len() {
-            RUN_INDEX.store(index, Ordering::Release);
-            let name = BUILTIN.get(index).copied().unwrap_or("?");
-            let bracket = KERNEL_UPDATES
-                .get(index)
-                .copied()
-                .flatten()
-                .and_then(|u| bracket(name, u));
+        RUN.updates.store(0, Ordering::Relaxed);
+        RUN.update_skips.store(0, Ordering::Relaxed);
+        RUN.has_update.store(false, Ordering::Relaxed);
+        if let Some(b) = BUILTIN.get(index) {
+            RUN.index.store(index, Ordering::Release);
+            let bracket = b.update.and_then(|u| bracket(b.name, u));
             return Ok(Self {
                 _pin: None,
                 _bracket: bracket,
@@ -492,14 +365,15 @@ impl Pinned {
             pr_err!("start: the target's module is going away\n");
         })?;
         for (run, declared) in [
-            (&RUN_BACK_CPU, &slot.back_cpu_ns),
-            (&RUN_BACK_CROSS, &slot.back_cross_ns),
+            (&RUN.back_cpu, &slot.back_cpu_ns),
+            (&RUN.back_cross, &slot.back_cross_ns),
         ] {
             run.store(declared.load(Ordering::Relaxed), Ordering::Relaxed);
         }
-        RUN_RATE.store(slot.rate.load(Ordering::Relaxed), Ordering::Relaxed);
-        RUN_UPDATE.store(t.has_update(), Ordering::Relaxed);
-        RUN_INDEX.store(index, Ordering::Release);
+        RUN.rate
+            .store(slot.rate.load(Ordering::Relaxed), Ordering::Relaxed);
+        RUN.has_update.store(t.has_update(), Ordering::Relaxed);
+        RUN.index.store(index, Ordering::Release);
         Ok(Self {
             _pin: Some(pin),
             _bracket: None,
@@ -510,7 +384,7 @@ impl Pinned {
 /// The target index of the run in progress (or the last).
 #[inline]
 pub(crate) fn run_index() -> usize {
-    RUN_INDEX.load(Ordering::Acquire)
+    RUN.index.load(Ordering::Acquire)
 }
 
 /// What the run in progress (or the last) reads.
@@ -519,7 +393,7 @@ pub(crate) fn run_kind() -> Kind {
         NMICLOCK => Kind::Nmiclock,
         i if i < BUILTIN.len() => Kind::Kernel,
         _ => Kind::Registered {
-            update: RUN_UPDATE.load(Ordering::Relaxed),
+            update: RUN.has_update.load(Ordering::Relaxed),
         },
     }
 }
@@ -527,12 +401,12 @@ pub(crate) fn run_kind() -> Kind {
 /// The promise the run's target is judged by. Any context.
 #[inline]
 pub(crate) fn promise() -> Promise {
-    match PROMISES.get(run_index()) {
-        Some(p) => *p,
+    match BUILTIN.get(run_index()) {
+        Some(b) => b.promise,
         None => declared_promise(
-            RUN_BACK_CPU.load(Ordering::Relaxed),
-            RUN_BACK_CROSS.load(Ordering::Relaxed),
-            RUN_RATE.load(Ordering::Relaxed),
+            RUN.back_cpu.load(Ordering::Relaxed),
+            RUN.back_cross.load(Ordering::Relaxed),
+            RUN.rate.load(Ordering::Relaxed),
         ),
     }
 }
@@ -566,17 +440,10 @@ fn declared_promise(back_cpu: u64, back_cross: u64, rate: bool) -> Promise {
 /// `read_status`; the kernel's clocks never wait).
 #[inline]
 pub(crate) fn read() -> (u64, bool) {
-    let ns = match run_index() {
-        1 => ffi::time::sched_clock(),
-        2 => ffi::time::local_clock(),
-        3 => ffi::time::mono_fast_ns(),
-        4 => ffi::time::raw_fast_ns(),
-        5 => ffi::time::boot_fast_ns(),
-        6 => ffi::time::tai_fast_ns(),
-        7 => ffi::time::real_fast_ns(),
-        _ => return ffi::target::with_pinned(|t| t.map_or((0, false), |t| t.read())),
-    };
-    (ns, false)
+    match read_builtin(run_index()) {
+        Some(ns) => (ns, false),
+        None => ffi::target::with_pinned(|t| t.map_or((0, false), |t| t.read())),
+    }
 }
 
 /// One writer step of the run's registered target: its `update`, marked
@@ -588,7 +455,7 @@ pub(crate) fn update_step() {
             return;
         };
         let Some(u) = t.begin_update() else {
-            UPDATE_SKIPS.fetch_add(1, Ordering::Relaxed);
+            RUN.update_skips.fetch_add(1, Ordering::Relaxed);
             return;
         };
         let mut m = Marker::here(0);
@@ -596,7 +463,7 @@ pub(crate) fn update_step() {
         u.call();
         m.leave();
         drop(u);
-        UPDATES.fetch_add(1, Ordering::Relaxed);
+        RUN.updates.fetch_add(1, Ordering::Relaxed);
     });
 }
 
@@ -604,16 +471,16 @@ pub(crate) fn update_step() {
 /// steps skipped because another CPU's was in progress.
 pub(crate) fn update_counts() -> (u64, u64) {
     (
-        UPDATES.load(Ordering::Relaxed),
-        UPDATE_SKIPS.load(Ordering::Relaxed),
+        RUN.updates.load(Ordering::Relaxed),
+        RUN.update_skips.load(Ordering::Relaxed),
     )
 }
 
 /// The promise target `index` is judged by (a registered one's as it
 /// declared it).
 fn promise_of(index: usize) -> Promise {
-    if let Some(p) = PROMISES.get(index) {
-        return *p;
+    if let Some(b) = BUILTIN.get(index) {
+        return b.promise;
     }
     match index.checked_sub(BUILTIN.len()).and_then(|i| SLOTS.get(i)) {
         Some(s) => declared_promise(
@@ -644,7 +511,7 @@ pub(crate) fn show(w: &mut impl core::fmt::Write) -> core::fmt::Result {
     let index = settings::target_index();
     let p = promise_of(index);
     writeln!(w, "registered_targets: {}", crate::registry::registered())?;
-    match KERNEL_UPDATES.get(index).copied().flatten() {
+    match BUILTIN.get(index).and_then(|b| b.update) {
         Some(u) => writeln!(
             w,
             "kernel_update: {}() (holds {}; run by {})",

@@ -8,8 +8,13 @@
 # unloading a provider during a run.
 # Sourced by nmiclock.sh, after lib.sh; registers its cases in order.
 
-KERNEL_CLOCKS="sched_clock local_clock ktime_get_mono_fast_ns ktime_get_raw_fast_ns
-ktime_get_boot_fast_ns ktime_get_tai_fast_ns ktime_get_real_fast_ns"
+# kernel_clocks: the kernel clocks the module under test reads, from its
+# own declaration (the values of its target parameter, in .modinfo): the
+# built-in targets but nmiclock.
+kernel_clocks() {
+	tr '\0' '\n' <"$module" | sed -n 's/^parm=target:.*; values: \([^;]*\);.*/\1/p' |
+		tr '|' '\n' | grep -v -e '^nmiclock$' -e ' ' | tr '\n' ' '
+}
 
 # sample_ko NAME: the sample module NAME.ko, beside the module under test
 # (as the kselftest install has it) or in its samples/.
@@ -65,7 +70,8 @@ t_target_kernel_clocks() {
 	load counter_bits=32 duration_s=$TARGET_S || { echo "insmod failed"; return 1; }
 	kprobes=yes
 	[ -d /sys/kernel/debug/kprobes ] || kprobes=no
-	clocks=$KERNEL_CLOCKS
+	clocks=$(kernel_clocks)
+	[ -n "$clocks" ] || { echo "no kernel clock in $module's target parameter"; return 1; }
 	[ $quick = 0 ] || clocks="sched_clock ktime_get_mono_fast_ns"
 	ret=0 starved=
 	for t in $clocks; do
