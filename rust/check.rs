@@ -93,21 +93,41 @@ counters! {
     }
 }
 
-static RESULTS: PerCpu<CpuResult> = PerCpu::new();
+/// The check activity's per-CPU results, and the run in progress (or the last).
+struct ActivityState {
+    /// Each CPU's reader's findings.
+    results: PerCpu<CpuResult>,
+    /// Runs since load.
+    runs: AtomicU64,
+    /// CPUs the run reads on.
+    cpus: AtomicU32,
+    /// How long the run was to last, and lasted, ms.
+    duration_ms: AtomicU64,
+    elapsed_ms: AtomicU64,
+    /// Windows after which the run may stop early.
+    want_windows: AtomicU64,
+    /// Distinct windows the readers have seen so far, summed over readers.
+    windows: AtomicU64,
+    /// Set when a reader saw time go backwards.
+    caught: AtomicBool,
+    /// `windows` when the first backward step was seen, plus one (0: none).
+    first_catch: AtomicU64,
+    /// Why the last check ended.
+    stopped: AtomicU32,
+}
 
-static RUNS: AtomicU64 = AtomicU64::new(0);
-static CPUS: AtomicU32 = AtomicU32::new(0);
-static DURATION_MS: AtomicU64 = AtomicU64::new(0);
-static ELAPSED_MS: AtomicU64 = AtomicU64::new(0);
-static WANT_WINDOWS: AtomicU64 = AtomicU64::new(0);
-/// Distinct windows the readers have seen so far, summed over readers.
-static WINDOWS: AtomicU64 = AtomicU64::new(0);
-/// Set when a reader saw time go backwards.
-static CAUGHT: AtomicBool = AtomicBool::new(false);
-/// [`WINDOWS`] when the first backward step was seen, plus one (0: none).
-static FIRST_CATCH: AtomicU64 = AtomicU64::new(0);
-/// Why the last check ended.
-static STOPPED: AtomicU32 = AtomicU32::new(Stop::Duration as u32);
+static STATE: ActivityState = ActivityState {
+    results: PerCpu::new(),
+    runs: AtomicU64::new(0),
+    cpus: AtomicU32::new(0),
+    duration_ms: AtomicU64::new(0),
+    elapsed_ms: AtomicU64::new(0),
+    want_windows: AtomicU64::new(0),
+    windows: AtomicU64::new(0),
+    caught: AtomicBool::new(false),
+    first_catch: AtomicU64::new(0),
+    stopped: AtomicU32::new(Stop::Duration as u32),
+};
 
 /// Why a check ended.
 #[derive(Clone, Copy)]
@@ -142,14 +162,14 @@ pub(crate) struct Installed(());
 impl Installed {
     /// Installs the per-CPU results.
     pub(crate) fn new() -> Result<Self> {
-        RESULTS.install(CpuResult::default)?;
+        STATE.results.install(CpuResult::default)?;
         Ok(Self(()))
     }
 }
 
 impl Drop for Installed {
     fn drop(&mut self) {
-        RESULTS.uninstall();
+        STATE.results.uninstall();
     }
 }
 
@@ -214,16 +234,17 @@ const BASE_SAMPLES: u32 = 100;
 
 /// One CPU's share of the check.
 fn check_cpu(k: &Kthread, cpu: u32) {
-    let Some(slots) = RESULTS.pin() else {
+    let Some(slots) = STATE.results.pin() else {
         return;
     };
     let Some(slot) = slots.get(cpu) else {
         return;
     };
-    let duration = DURATION_MS
+    let duration = STATE
+        .duration_ms
         .load(Ordering::Relaxed)
         .saturating_mul(1_000_000);
-    let want = WANT_WINDOWS.load(Ordering::Relaxed);
+    let want = STATE.want_windows.load(Ordering::Relaxed);
     let mut base = sample();
     for _ in 1..BASE_SAMPLES {
         let s = sample();
@@ -247,7 +268,7 @@ fn check_cpu(k: &Kthread, cpu: u32) {
         if s.hit.inside && last_seq != Some(s.hit.seq) {
             last_seq = Some(s.hit.seq);
             seen = seen.wrapping_add(1);
-            WINDOWS.fetch_add(1, Ordering::Relaxed);
+            STATE.windows.fetch_add(1, Ordering::Relaxed);
         }
         window = window.max(s.after.wrapping_sub(s.before));
         if s.skip {
@@ -262,9 +283,11 @@ fn check_cpu(k: &Kthread, cpu: u32) {
             if s.ns < prev {
                 backwards = backwards.wrapping_add(1);
                 backstep = backstep.max(prev - s.ns);
-                if !CAUGHT.swap(true, Ordering::Relaxed) {
-                    let at = WINDOWS.load(Ordering::Relaxed);
-                    FIRST_CATCH.store(at.wrapping_add(1), Ordering::Relaxed);
+                if !STATE.caught.swap(true, Ordering::Relaxed) {
+                    let at = STATE.windows.load(Ordering::Relaxed);
+                    STATE
+                        .first_catch
+                        .store(at.wrapping_add(1), Ordering::Relaxed);
                 }
             }
             prev = s.ns;
@@ -275,12 +298,12 @@ fn check_cpu(k: &Kthread, cpu: u32) {
         }
         if want != 0 {
             // A verdict either way: a catch, or enough windows survived.
-            if CAUGHT.load(Ordering::Relaxed) {
-                STOPPED.store(Stop::Caught as u32, Ordering::Relaxed);
+            if STATE.caught.load(Ordering::Relaxed) {
+                STATE.stopped.store(Stop::Caught as u32, Ordering::Relaxed);
                 break;
             }
-            if WINDOWS.load(Ordering::Relaxed) >= want {
-                STOPPED.store(Stop::Windows as u32, Ordering::Relaxed);
+            if STATE.windows.load(Ordering::Relaxed) >= want {
+                STATE.stopped.store(Stop::Windows as u32, Ordering::Relaxed);
                 break;
             }
         }
@@ -317,54 +340,72 @@ pub(crate) fn write(input: &[u8]) -> Result {
         return Err(EINVAL);
     };
     let _guard = Guard::try_begin(Activity::Check, "check")?;
-    let slots = RESULTS.pin();
+    let slots = STATE.results.pin();
     for (_, s) in slots.iter().flat_map(|s| s.iter()) {
         s.reset_counts();
     }
-    DURATION_MS.store(u64::from(args.ms), Ordering::Relaxed);
-    WANT_WINDOWS.store(u64::from(args.windows), Ordering::Relaxed);
-    WINDOWS.store(0, Ordering::Relaxed);
-    CAUGHT.store(false, Ordering::Relaxed);
-    FIRST_CATCH.store(0, Ordering::Relaxed);
-    STOPPED.store(Stop::Duration as u32, Ordering::Relaxed);
-    CPUS.store(ffi::cpu::num_online_cpus(), Ordering::Relaxed);
+    STATE
+        .duration_ms
+        .store(u64::from(args.ms), Ordering::Relaxed);
+    STATE
+        .want_windows
+        .store(u64::from(args.windows), Ordering::Relaxed);
+    STATE.windows.store(0, Ordering::Relaxed);
+    STATE.caught.store(false, Ordering::Relaxed);
+    STATE.first_catch.store(0, Ordering::Relaxed);
+    STATE
+        .stopped
+        .store(Stop::Duration as u32, Ordering::Relaxed);
+    STATE
+        .cpus
+        .store(ffi::cpu::num_online_cpus(), Ordering::Relaxed);
     let t0 = ffi::time::local_clock();
     let ret = ffi::kthread::run_on_each_cpu(&check_cpu);
     let elapsed = ffi::time::local_clock().wrapping_sub(t0) / 1_000_000;
-    ELAPSED_MS.store(elapsed, Ordering::Relaxed);
+    STATE.elapsed_ms.store(elapsed, Ordering::Relaxed);
     if ret == Err(EINTR) {
-        STOPPED.store(Stop::Interrupted as u32, Ordering::Relaxed);
+        STATE
+            .stopped
+            .store(Stop::Interrupted as u32, Ordering::Relaxed);
         crate::activity::log_interrupted("check", elapsed);
     }
-    RUNS.fetch_add(1, Ordering::Relaxed);
+    STATE.runs.fetch_add(1, Ordering::Relaxed);
     ret
 }
 
 /// Writes the `check` file: the last check's results, totals then per CPU.
 pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
     let running = crate::activity::current() == Some(Activity::Check);
-    let first = FIRST_CATCH.load(Ordering::Relaxed);
+    let first = STATE.first_catch.load(Ordering::Relaxed);
     writeln!(w, "state: {}", if running { "running" } else { "idle" })?;
-    writeln!(w, "runs: {}", RUNS.load(Ordering::Relaxed))?;
-    writeln!(w, "duration_ms: {}", DURATION_MS.load(Ordering::Relaxed))?;
-    writeln!(w, "elapsed_ms: {}", ELAPSED_MS.load(Ordering::Relaxed))?;
+    writeln!(w, "runs: {}", STATE.runs.load(Ordering::Relaxed))?;
+    writeln!(
+        w,
+        "duration_ms: {}",
+        STATE.duration_ms.load(Ordering::Relaxed)
+    )?;
+    writeln!(
+        w,
+        "elapsed_ms: {}",
+        STATE.elapsed_ms.load(Ordering::Relaxed)
+    )?;
     writeln!(
         w,
         "windows_wanted: {}",
-        WANT_WINDOWS.load(Ordering::Relaxed)
+        STATE.want_windows.load(Ordering::Relaxed)
     )?;
     writeln!(
         w,
         "stopped: {}",
-        Stop::name_of(STOPPED.load(Ordering::Relaxed))
+        Stop::name_of(STATE.stopped.load(Ordering::Relaxed))
     )?;
-    writeln!(w, "cpus: {}", CPUS.load(Ordering::Relaxed))?;
+    writeln!(w, "cpus: {}", STATE.cpus.load(Ordering::Relaxed))?;
     if first == 0 {
         writeln!(w, "first_catch_windows: -1")?;
     } else {
         writeln!(w, "first_catch_windows: {}", first - 1)?;
     }
-    let slots = RESULTS.pin();
+    let slots = STATE.results.pin();
     let cpus = || slots.iter().flat_map(|s| s.iter()).map(|(_, s)| s);
     write_totals(w, &Totals::of(cpus).entries())?;
     for (cpu, s) in slots.iter().flat_map(|s| s.iter()) {

@@ -61,23 +61,34 @@ struct Slot {
     kernel: AtomicU32,
 }
 
-static SLOTS: PerCpu<Slot> = PerCpu::new();
+/// The writers' marks: each CPU's slot, and the windows of all CPUs.
+struct Marks {
+    slots: PerCpu<Slot>,
+    /// Writer windows open right now, on all CPUs.
+    open: AtomicU32,
+    /// Windows entered since load, on all CPUs: a reader that sees it change
+    /// across its read overlapped a window that opened meanwhile.
+    seq: AtomicU32,
+    /// The window entered last, on any CPU (`Window as u32`): the clock's
+    /// writers exclude each other, so it is the one open, if one is.
+    last: AtomicU32,
+    /// Kernel windows open right now, on all CPUs.
+    kernel_open: AtomicU32,
+    /// Kernel windows entered since the last [`kernel_reset`], on all CPUs.
+    kernel_seq: AtomicU32,
+    /// The same, counted wide (the run's `kernel_update_calls`).
+    kernel_calls: AtomicU64,
+}
 
-/// Writer windows open right now, on all CPUs.
-static OPEN: AtomicU32 = AtomicU32::new(0);
-/// Windows entered since load, on all CPUs: a reader that sees it change
-/// across its read overlapped a window that opened meanwhile.
-static SEQ: AtomicU32 = AtomicU32::new(0);
-/// The window entered last, on any CPU (`Window as u32`): the clock's
-/// writers exclude each other, so it is the one open, if one is.
-static LAST: AtomicU32 = AtomicU32::new(0);
-
-/// Kernel windows open right now, on all CPUs.
-static KERNEL_OPEN: AtomicU32 = AtomicU32::new(0);
-/// Kernel windows entered since the last [`kernel_reset`], on all CPUs.
-static KERNEL_SEQ: AtomicU32 = AtomicU32::new(0);
-/// The same, counted wide (the run's `kernel_update_calls`).
-static KERNEL_CALLS: AtomicU64 = AtomicU64::new(0);
+static MARKS: Marks = Marks {
+    slots: PerCpu::new(),
+    open: AtomicU32::new(0),
+    seq: AtomicU32::new(0),
+    last: AtomicU32::new(0),
+    kernel_open: AtomicU32::new(0),
+    kernel_seq: AtomicU32::new(0),
+    kernel_calls: AtomicU64::new(0),
+};
 
 /// The marks' per-CPU slots, installed at load; dropping it removes them.
 pub(crate) struct Installed(());
@@ -85,14 +96,14 @@ pub(crate) struct Installed(());
 impl Installed {
     /// Installs the slots.
     pub(crate) fn new() -> Result<Self> {
-        SLOTS.install(Slot::default)?;
+        MARKS.slots.install(Slot::default)?;
         Ok(Self(()))
     }
 }
 
 impl Drop for Installed {
     fn drop(&mut self) {
-        SLOTS.uninstall();
+        MARKS.slots.uninstall();
     }
 }
 
@@ -117,13 +128,13 @@ impl Marker {
 
 impl Writer for Marker {
     fn enter(&mut self, window: Window) {
-        SLOTS.with_cpu(self.cpu, |s| {
+        MARKS.slots.with_cpu(self.cpu, |s| {
             s.window.store(window as u32, Ordering::Release);
             s.entered.fetch_add(1, Ordering::Relaxed);
         });
-        LAST.store(window as u32, Ordering::Release);
-        OPEN.fetch_add(1, Ordering::AcqRel);
-        SEQ.fetch_add(1, Ordering::AcqRel);
+        MARKS.last.store(window as u32, Ordering::Release);
+        MARKS.open.fetch_add(1, Ordering::AcqRel);
+        MARKS.seq.fetch_add(1, Ordering::AcqRel);
     }
 
     fn pause(&mut self) {
@@ -133,8 +144,10 @@ impl Writer for Marker {
     }
 
     fn leave(&mut self) {
-        OPEN.fetch_sub(1, Ordering::AcqRel);
-        SLOTS.with_cpu(self.cpu, |s| s.window.store(0, Ordering::Release));
+        MARKS.open.fetch_sub(1, Ordering::AcqRel);
+        MARKS
+            .slots
+            .with_cpu(self.cpu, |s| s.window.store(0, Ordering::Release));
     }
 }
 
@@ -152,12 +165,13 @@ impl View {
     #[inline]
     pub(crate) fn now() -> Self {
         Self {
-            local: SLOTS
+            local: MARKS
+                .slots
                 .with_this_cpu(|s| s.window.load(Ordering::Acquire))
                 .unwrap_or(0),
-            open: OPEN.load(Ordering::Acquire),
-            seq: SEQ.load(Ordering::Acquire),
-            last: LAST.load(Ordering::Acquire),
+            open: MARKS.open.load(Ordering::Acquire),
+            seq: MARKS.seq.load(Ordering::Acquire),
+            last: MARKS.last.load(Ordering::Acquire),
         }
     }
 }
@@ -211,40 +225,43 @@ impl Hit {
 /// This CPU enters the bracketed kernel update. Any context, the probed
 /// function's included.
 pub(crate) fn kernel_enter() {
-    SLOTS.with_this_cpu(|s| s.kernel.store(1, Ordering::Release));
-    KERNEL_CALLS.fetch_add(1, Ordering::Relaxed);
-    KERNEL_OPEN.fetch_add(1, Ordering::AcqRel);
-    KERNEL_SEQ.fetch_add(1, Ordering::AcqRel);
+    MARKS
+        .slots
+        .with_this_cpu(|s| s.kernel.store(1, Ordering::Release));
+    MARKS.kernel_calls.fetch_add(1, Ordering::Relaxed);
+    MARKS.kernel_open.fetch_add(1, Ordering::AcqRel);
+    MARKS.kernel_seq.fetch_add(1, Ordering::AcqRel);
 }
 
 /// This CPU leaves the bracketed kernel update.
 pub(crate) fn kernel_leave() {
     // Only an entry still marked is closed: one that kernel_reset()
     // forgot is not counted twice.
-    let was = SLOTS
+    let was = MARKS
+        .slots
         .with_this_cpu(|s| s.kernel.swap(0, Ordering::AcqRel))
         .unwrap_or(0);
     if was != 0 {
-        KERNEL_OPEN.fetch_sub(1, Ordering::AcqRel);
+        MARKS.kernel_open.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
 /// Forgets the kernel windows, before a bracket is registered: one torn
 /// down inside the update never saw its return.
 pub(crate) fn kernel_reset() {
-    SLOTS.with(|slots| {
+    MARKS.slots.with(|slots| {
         for (_, s) in slots.iter() {
             s.kernel.store(0, Ordering::Relaxed);
         }
     });
-    KERNEL_OPEN.store(0, Ordering::Relaxed);
-    KERNEL_SEQ.store(0, Ordering::Relaxed);
-    KERNEL_CALLS.store(0, Ordering::Relaxed);
+    MARKS.kernel_open.store(0, Ordering::Relaxed);
+    MARKS.kernel_seq.store(0, Ordering::Relaxed);
+    MARKS.kernel_calls.store(0, Ordering::Relaxed);
 }
 
 /// Kernel windows entered since the last [`kernel_reset`].
 pub(crate) fn kernel_calls() -> u64 {
-    KERNEL_CALLS.load(Ordering::Relaxed)
+    MARKS.kernel_calls.load(Ordering::Relaxed)
 }
 
 /// What a reader sees of the kernel windows at one instant.
@@ -260,11 +277,12 @@ impl KernelView {
     #[inline]
     pub(crate) fn now() -> Self {
         Self {
-            local: SLOTS
+            local: MARKS
+                .slots
                 .with_this_cpu(|s| s.kernel.load(Ordering::Acquire))
                 .unwrap_or(0),
-            open: KERNEL_OPEN.load(Ordering::Acquire),
-            seq: KERNEL_SEQ.load(Ordering::Acquire),
+            open: MARKS.kernel_open.load(Ordering::Acquire),
+            seq: MARKS.kernel_seq.load(Ordering::Acquire),
         }
     }
 }
@@ -286,5 +304,5 @@ pub(crate) fn kernel_hit(before: KernelView, after: KernelView) -> Option<bool> 
 
 /// Windows entered since load, on all CPUs.
 pub(crate) fn windows_entered() -> u64 {
-    SLOTS.sum(|s| &s.entered)
+    MARKS.slots.sum(|s| &s.entered)
 }

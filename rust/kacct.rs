@@ -132,15 +132,29 @@ counters! {
     }
 }
 
-static SLOTS: PerCpu<AcctSlot> = PerCpu::new();
+/// The acct activity's state: its per-CPU slots, and what its runs found.
+struct ActivityState {
+    slots: PerCpu<AcctSlot>,
+    /// Runs since load.
+    runs: AtomicU64,
+    /// The last run's length, ns.
+    run_ns: AtomicU64,
+    /// CPUs the last run ran on.
+    run_cpus: AtomicU32,
+    /// How the last run ended.
+    last_run: LastRun,
+    /// The kernel's tick (`TICK_NSEC`), the smallest delta applied: read once.
+    min_delta_ns: AtomicU64,
+}
 
-static RUNS: AtomicU64 = AtomicU64::new(0);
-static RUN_NS: AtomicU64 = AtomicU64::new(0);
-static RUN_CPUS: AtomicU32 = AtomicU32::new(0);
-/// How the last run ended.
-static LAST_RUN: LastRun = LastRun::new();
-/// The kernel's tick (`TICK_NSEC`), the smallest delta applied: read once.
-static MIN_DELTA_NS: AtomicU64 = AtomicU64::new(0);
+static STATE: ActivityState = ActivityState {
+    slots: PerCpu::new(),
+    runs: AtomicU64::new(0),
+    run_ns: AtomicU64::new(0),
+    run_cpus: AtomicU32::new(0),
+    last_run: LastRun::new(),
+    min_delta_ns: AtomicU64::new(0),
+};
 
 fn inc(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
@@ -158,7 +172,7 @@ fn inputs(rec: &AcctRecord) -> (u64, u64) {
 /// window between the update's read and write of `acct_timexpd`. Returns
 /// the outcome and what was wrong with it, if anything.
 pub(crate) fn update_here(ctx: Context, pause_ns: u32) -> Option<(Outcome, Verdict)> {
-    SLOTS.with_this_cpu(|slot| {
+    STATE.slots.with_this_cpu(|slot| {
         inc(match ctx {
             Context::Task => &slot.task_calls,
             Context::Irq => &slot.irq_calls,
@@ -172,7 +186,7 @@ pub(crate) fn update_here(ctx: Context, pause_ns: u32) -> Option<(Outcome, Verdi
                 now: || kclock::read().ns,
                 rss,
                 vm,
-                min_delta: MIN_DELTA_NS.load(Ordering::Relaxed),
+                min_delta: STATE.min_delta_ns.load(Ordering::Relaxed),
                 pause: || {
                     if pause_ns != 0 {
                         ffi::cpu::ndelay(pause_ns);
@@ -200,7 +214,7 @@ pub(crate) fn update_here(ctx: Context, pause_ns: u32) -> Option<(Outcome, Verdi
 /// while updates run.
 pub(crate) fn reset() {
     let start = kclock::read().ns;
-    let slots = SLOTS.pin();
+    let slots = STATE.slots.pin();
     for (_, s) in slots.iter().flat_map(|s| s.iter()) {
         s.rec.reset(start);
         s.reset_counts();
@@ -210,7 +224,7 @@ pub(crate) fn reset() {
 /// Compares every record's integrals with its shadow sums, once all
 /// updates have finished, and counts the records that disagree.
 pub(crate) fn check_integrals() {
-    let slots = SLOTS.pin();
+    let slots = STATE.slots.pin();
     for (_, s) in slots.iter().flat_map(|s| s.iter()) {
         if !s.rec.integrals_match() {
             inc(&s.mismatches);
@@ -220,14 +234,16 @@ pub(crate) fn check_integrals() {
 
 /// The totals over every CPU now. Any context.
 pub(crate) fn totals() -> Totals {
-    SLOTS
+    STATE
+        .slots
         .with(|s| Totals::of(|| s.iter().map(|(_, c)| c)))
         .unwrap_or_else(|| Totals::of(core::iter::empty))
 }
 
 /// Per-CPU `(updates, bad_deltas, timexpd_backwards)`, for `percpu`.
 pub(crate) fn cpu_counts(cpu: u32) -> (u64, u64, u64) {
-    SLOTS
+    STATE
+        .slots
         .with_cpu(cpu, |s| {
             (
                 s.updates.load(Ordering::Relaxed),
@@ -248,7 +264,7 @@ fn irq_tick() -> u64 {
 /// The task side of a run on one CPU: starts this CPU's interrupt side,
 /// updates in a tight loop until the run ends.
 fn worker(k: &Kthread, _cpu: u32) {
-    let duration = RUN_NS.load(Ordering::Relaxed);
+    let duration = STATE.run_ns.load(Ordering::Relaxed);
     // Started from this CPU, the pinned timer fires here.
     let timer = HrTimer::new(irq_tick)
         .inspect_err(|_| pr_err!("acct: no interrupt side on this CPU: out of memory\n"));
@@ -276,15 +292,17 @@ pub(crate) struct Installed(());
 impl Installed {
     /// Installs the records.
     pub(crate) fn new() -> Result<Self> {
-        MIN_DELTA_NS.store(ffi::time::tick_nsec(), Ordering::Relaxed);
-        SLOTS.install(AcctSlot::default)?;
+        STATE
+            .min_delta_ns
+            .store(ffi::time::tick_nsec(), Ordering::Relaxed);
+        STATE.slots.install(AcctSlot::default)?;
         Ok(Self(()))
     }
 }
 
 impl Drop for Installed {
     fn drop(&mut self) {
-        SLOTS.uninstall();
+        STATE.slots.uninstall();
     }
 }
 
@@ -303,18 +321,22 @@ pub(crate) fn write(input: &[u8]) -> Result {
     };
     let _guard = Guard::try_begin(Activity::Acct, "acct")?;
     reset();
-    RUN_NS.store(u64::from(ms) * 1_000_000, Ordering::Relaxed);
-    RUN_CPUS.store(ffi::cpu::num_online_cpus(), Ordering::Relaxed);
+    STATE
+        .run_ns
+        .store(u64::from(ms) * 1_000_000, Ordering::Relaxed);
+    STATE
+        .run_cpus
+        .store(ffi::cpu::num_online_cpus(), Ordering::Relaxed);
     let t0 = ffi::time::local_clock();
     let ret = ffi::kthread::run_on_each_cpu(&worker);
     // Every update has finished: the integrals must match their shadows.
     check_integrals();
-    LAST_RUN.record(
+    STATE.last_run.record(
         "acct",
         &ret,
         ffi::time::local_clock().wrapping_sub(t0) / 1_000_000,
     );
-    RUNS.fetch_add(1, Ordering::Relaxed);
+    STATE.runs.fetch_add(1, Ordering::Relaxed);
     ret
 }
 
@@ -333,17 +355,21 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
     let running = crate::activity::current() == Some(Activity::Acct);
     writeln!(w, "acct: {}", settings::choice::<Acct>().name())?;
     writeln!(w, "state: {}", if running { "running" } else { "idle" })?;
-    writeln!(w, "runs: {}", RUNS.load(Ordering::Relaxed))?;
+    writeln!(w, "runs: {}", STATE.runs.load(Ordering::Relaxed))?;
     writeln!(
         w,
         "duration_ms: {}",
-        RUN_NS.load(Ordering::Relaxed) / 1_000_000
+        STATE.run_ns.load(Ordering::Relaxed) / 1_000_000
     )?;
-    writeln!(w, "stopped: {}", LAST_RUN.stopped())?;
-    writeln!(w, "cpus: {}", RUN_CPUS.load(Ordering::Relaxed))?;
+    writeln!(w, "stopped: {}", STATE.last_run.stopped())?;
+    writeln!(w, "cpus: {}", STATE.run_cpus.load(Ordering::Relaxed))?;
     writeln!(w, "irq_period_ns: {IRQ_PERIOD_NS}")?;
-    writeln!(w, "min_delta_ns: {}", MIN_DELTA_NS.load(Ordering::Relaxed))?;
-    let slots = SLOTS.pin();
+    writeln!(
+        w,
+        "min_delta_ns: {}",
+        STATE.min_delta_ns.load(Ordering::Relaxed)
+    )?;
+    let slots = STATE.slots.pin();
     let cpus = || slots.iter().flat_map(|s| s.iter()).map(|(_, c)| c);
     write_totals(w, &Totals::of(cpus).entries())?;
     for (cpu, s) in slots.iter().flat_map(|s| s.iter()) {
@@ -375,5 +401,5 @@ pub(crate) fn bench_update<S: Strategy>(rec: &AcctRecord, min_delta: u64) {
 
 /// The kernel's tick, as the acct updates use it.
 pub(crate) fn min_delta_ns() -> u64 {
-    MIN_DELTA_NS.load(Ordering::Relaxed)
+    STATE.min_delta_ns.load(Ordering::Relaxed)
 }

@@ -190,11 +190,39 @@ pub(crate) fn check_settings(v: &settings::Values) -> Result {
     Err(EINVAL)
 }
 
-/// Index into [`CLOCKS`] of the running clock; out of range when none.
-static ACTIVE: AtomicUsize = AtomicUsize::new(usize::MAX);
-static INTERVAL_NS: AtomicU64 = AtomicU64::new(0);
-/// Counter rate (kHz) the running conversion was computed from.
-static COUNTER_KHZ: AtomicU32 = AtomicU32::new(0);
+/// The running clock: which it is, its epoch timer's period, and what its readers and writers counted.
+struct Active {
+    /// Index into [`CLOCKS`] of the running clock; out of range when none.
+    active: AtomicUsize,
+    /// Its epoch timer's period, ns.
+    interval_ns: AtomicU64,
+    /// Counter rate (kHz) the running conversion was computed from.
+    counter_khz: AtomicU32,
+    /// Each CPU's counts of its reads and updates.
+    stats: PerCpu<CpuStats>,
+    /// The running clock's conversion switches: their pivots, for the checks.
+    switches: SwitchLog,
+    /// The conversions published since [`reset_conversions`], [`packed`], 0
+    /// for an empty slot.
+    conversions: [AtomicU64; 4],
+    /// Epoch updates that came more than a whole wrap late, on all CPUs: time
+    /// lost across them, whatever the protection.
+    overruns: AtomicU64,
+    /// The conversion the running clock was started with, the base of
+    /// [`switch_conversion`].
+    base_conversion: AtomicU64,
+}
+
+static ACTIVE: Active = Active {
+    active: AtomicUsize::new(usize::MAX),
+    interval_ns: AtomicU64::new(0),
+    counter_khz: AtomicU32::new(0),
+    stats: PerCpu::new(),
+    switches: SwitchLog::new(),
+    conversions: [const { AtomicU64::new(0) }; 4],
+    overruns: AtomicU64::new(0),
+    base_conversion: AtomicU64::new(0),
+};
 
 /// Counters of one CPU, in their own cache line.
 #[repr(align(64))]
@@ -210,10 +238,8 @@ struct CpuStats {
     conversion_switches: AtomicU64,
 }
 
-static STATS: PerCpu<CpuStats> = PerCpu::new();
-
 fn active() -> Option<&'static dyn ClockSource> {
-    CLOCKS.get(ACTIVE.load(Ordering::Acquire)).copied()
+    CLOCKS.get(ACTIVE.active.load(Ordering::Acquire)).copied()
 }
 
 fn inc(counter: &AtomicU64, by: u64) {
@@ -225,10 +251,10 @@ fn inc(counter: &AtomicU64, by: u64) {
 /// no call through a pointer. Reads 0 when no clock runs.
 #[inline]
 pub(crate) fn read() -> Reading {
-    let Some(r) = read_index(ACTIVE.load(Ordering::Acquire)) else {
+    let Some(r) = read_index(ACTIVE.active.load(Ordering::Acquire)) else {
         return Reading::default();
     };
-    STATS.with_this_cpu(|s| {
+    ACTIVE.stats.with_this_cpu(|s| {
         inc(&s.reads, 1);
         if r.retries != 0 {
             inc(&s.retries, u64::from(r.retries));
@@ -244,9 +270,11 @@ pub(crate) fn read() -> Reading {
 /// Callable from any context, NMI included. Its hot path is the read and
 /// the conversion, nothing else: unlike [`read`], it counts nothing (a
 /// per-CPU count made it cost twice `sched_clock()`).
-// The exported symbol's name is the header's.
+// The exported symbol's name is the header's. Never inlined: the bench
+// calls it as another module does.
 #[allow(unsafe_code)]
 #[no_mangle]
+#[inline(never)]
 pub(crate) extern "C" fn nmiclock_sched_clock() -> u64 {
     now_ns()
 }
@@ -255,7 +283,7 @@ pub(crate) extern "C" fn nmiclock_sched_clock() -> u64 {
 /// nothing. Any context.
 #[inline(always)]
 fn now_ns() -> u64 {
-    read_index(ACTIVE.load(Ordering::Acquire)).map_or(0, |r| r.ns)
+    read_index(ACTIVE.active.load(Ordering::Acquire)).map_or(0, |r| r.ns)
 }
 
 // The glue's declaration (generated from its header) and this definition
@@ -274,26 +302,23 @@ fn conversion(khz: u32) -> Option<crate::cyc_ns::MultShift> {
 
 // ---- conversion switches, for the checks' bound ----------------------------
 
-/// The running clock's conversion switches: their pivots, for the checks.
-static SWITCHES: SwitchLog = SwitchLog::new();
-
 /// Conversion switches recorded so far. Any context.
 #[inline]
 pub(crate) fn switches_started() -> u64 {
-    SWITCHES.started()
+    ACTIVE.switches.started()
 }
 
 /// Conversion switches whose publish has finished. Any context.
 #[inline]
 pub(crate) fn switches_finished() -> u64 {
-    SWITCHES.finished()
+    ACTIVE.switches.finished()
 }
 
 /// Switch number `i` (from 0): its pivot and new `(mult, shift)`, or
 /// `None` if it is not recorded (yet, or any more). Any context.
 #[inline]
 pub(crate) fn switch_record(i: u64) -> Option<(u64, u32, u32)> {
-    SWITCHES.get(i)
+    ACTIVE.switches.get(i)
 }
 
 /// Switches the running clock to `(mult, shift)` ([`ClockSource::recalibrate`]),
@@ -307,7 +332,7 @@ fn switch_to(clock: &dyn ClockSource, mult: u32, shift: u32, pause_ns: u32) -> b
 }
 
 /// A conversion `(mult, shift)` as one word, `mult << 32 | shift` (what
-/// [`CONVERSIONS`] and [`BASE_CONVERSION`] hold).
+/// `ACTIVE.conversions` and `ACTIVE.base_conversion` hold).
 fn packed(mult: u32, shift: u32) -> u64 {
     (u64::from(mult) << 32) | u64::from(shift)
 }
@@ -317,14 +342,10 @@ fn unpacked(v: u64) -> (u32, u32) {
     ((v >> 32) as u32, v as u32)
 }
 
-/// The conversions published since [`reset_conversions`], [`packed`], 0
-/// for an empty slot.
-static CONVERSIONS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
-
 /// Notes a conversion published (if there is a free slot).
 fn note_conversion(mult: u32, shift: u32) {
     let v = packed(mult, shift);
-    for slot in &CONVERSIONS {
+    for slot in &ACTIVE.conversions {
         match slot.compare_exchange(0, v, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => return,
             Err(seen) if seen == v => return,
@@ -336,7 +357,7 @@ fn note_conversion(mult: u32, shift: u32) {
 /// Forgets the conversions noted, but the running clock's (at the start of
 /// a stress run).
 pub(crate) fn reset_conversions() {
-    for slot in &CONVERSIONS {
+    for slot in &ACTIVE.conversions {
         slot.store(0, Ordering::Relaxed);
     }
     let (mult, shift) = conversion_in_use();
@@ -346,7 +367,8 @@ pub(crate) fn reset_conversions() {
 /// The conversions published since the stress run started. Any context.
 #[inline]
 pub(crate) fn conversions() -> impl Iterator<Item = (u32, u32)> {
-    CONVERSIONS
+    ACTIVE
+        .conversions
         .iter()
         .filter_map(|slot| match slot.load(Ordering::Acquire) {
             0 => None,
@@ -372,10 +394,10 @@ pub(crate) fn update_epoch() {
         // Late by a wrap only once its window had closed: readers of the
         // old epoch in it were told by their own reading (`late_epoch`).
         if !w.announced {
-            OVERRUNS.fetch_add(1, Ordering::SeqCst);
+            ACTIVE.overruns.fetch_add(1, Ordering::SeqCst);
         }
     }
-    STATS.with_this_cpu(|s| match outcome {
+    ACTIVE.stats.with_this_cpu(|s| match outcome {
         EpochUpdate::Updated { overrun } => {
             inc(&s.epoch_updates, 1);
             if overrun {
@@ -387,11 +409,11 @@ pub(crate) fn update_epoch() {
 }
 
 /// The writer of an epoch update or a conversion switch: the coverage
-/// marks and pauses of [`Marker`]; an overrun counted in [`OVERRUNS`]
+/// marks and pauses of [`Marker`]; an overrun counted in `ACTIVE.overruns`
 /// before the update that loses the wraps is published, so that a reader
 /// who sees the new epoch sees the count moved too (the stress run's
 /// checks then span no such update); and a switch's pivot recorded in
-/// [`SWITCHES`] before its publish, so that a check spanning it knows
+/// `ACTIVE.switches` before its publish, so that a check spanning it knows
 /// where the new conversion applies from, and its end counted there
 /// before the writer exclusion is let go.
 struct Announcing {
@@ -413,33 +435,25 @@ impl Writer for Announcing {
     }
 
     fn overrun(&mut self) {
-        OVERRUNS.fetch_add(1, Ordering::SeqCst);
+        ACTIVE.overruns.fetch_add(1, Ordering::SeqCst);
         self.announced = true;
     }
 
     fn switching(&mut self, new: &ClockData) {
-        SWITCHES.record(new);
+        ACTIVE.switches.record(new);
     }
 
     fn switched(&mut self) {
-        SWITCHES.finish();
+        ACTIVE.switches.finish();
     }
 }
 
-/// Epoch updates that came more than a whole wrap late, on all CPUs: time
-/// lost across them, whatever the protection.
-static OVERRUNS: AtomicU64 = AtomicU64::new(0);
-
-/// [`OVERRUNS`] now (sequentially consistent with its announcement before
+/// `ACTIVE.overruns` now (sequentially consistent with its announcement before
 /// the publish, and with the checks' high-water mark). Any context.
 #[inline]
 pub(crate) fn overruns() -> u64 {
-    OVERRUNS.load(Ordering::SeqCst)
+    ACTIVE.overruns.load(Ordering::SeqCst)
 }
-
-/// The conversion the running clock was started with, the base of
-/// [`switch_conversion`].
-static BASE_CONVERSION: AtomicU64 = AtomicU64::new(0);
 
 /// `disturb=conversion`: switches the running clock between its base
 /// conversion and [`same_rate_pair`] of it, carrying the epoch across as
@@ -451,7 +465,7 @@ pub(crate) fn switch_conversion() {
     let Some(clock) = active() else {
         return;
     };
-    let (bm, bs) = unpacked(BASE_CONVERSION.load(Ordering::Relaxed));
+    let (bm, bs) = unpacked(ACTIVE.base_conversion.load(Ordering::Relaxed));
     let d = clock.data();
     let (mult, shift) = if (d.mult, d.shift) == (bm, bs) {
         same_rate_pair(bm, bs)
@@ -462,7 +476,9 @@ pub(crate) fn switch_conversion() {
     let pause = settings::number(Key::TearWindowNs);
     let done = switch_to(clock, mult, shift, pause);
     if done {
-        STATS.with_this_cpu(|s| inc(&s.conversion_switches, 1));
+        ACTIVE
+            .stats
+            .with_this_cpu(|s| inc(&s.conversion_switches, 1));
     }
 }
 
@@ -472,7 +488,7 @@ pub(crate) fn switch_conversion() {
 fn epoch_tick() -> u64 {
     follow_calibration();
     update_epoch();
-    INTERVAL_NS.load(Ordering::Relaxed)
+    ACTIVE.interval_ns.load(Ordering::Relaxed)
 }
 
 /// When the kernel has recalibrated the counter since the running
@@ -490,14 +506,15 @@ pub(crate) fn follow_calibration() {
         return;
     };
     let khz = ffi::time::counter_khz();
-    let seen = COUNTER_KHZ.load(Ordering::Relaxed);
+    let seen = ACTIVE.counter_khz.load(Ordering::Relaxed);
     if khz == seen {
         return;
     }
     let Some(ms) = conversion(khz) else {
         return;
     };
-    if COUNTER_KHZ
+    if ACTIVE
+        .counter_khz
         .compare_exchange(seen, khz, Ordering::AcqRel, Ordering::Relaxed)
         .is_err()
     {
@@ -507,12 +524,16 @@ pub(crate) fn follow_calibration() {
     // With interrupts off, as `sched_clock_register()` publishes: a writer
     // preempted inside would hold `seqcount` readers up.
     if ffi::cpu::with_irqs_disabled(|| switch_to(clock, ms.mult, ms.shift, 0)) {
-        BASE_CONVERSION.store(packed(ms.mult, ms.shift), Ordering::Relaxed);
-        STATS.with_this_cpu(|s| inc(&s.recalibrations, 1));
+        ACTIVE
+            .base_conversion
+            .store(packed(ms.mult, ms.shift), Ordering::Relaxed);
+        ACTIVE.stats.with_this_cpu(|s| inc(&s.recalibrations, 1));
     } else {
         // The writer was busy: hand the recalibration back, unless a
         // rebuild has taken the new rate meanwhile.
-        let _ = COUNTER_KHZ.compare_exchange(khz, seen, Ordering::AcqRel, Ordering::Relaxed);
+        let _ = ACTIVE
+            .counter_khz
+            .compare_exchange(khz, seen, Ordering::AcqRel, Ordering::Relaxed);
     }
 }
 
@@ -579,10 +600,12 @@ fn switch_to_selected(from: Origin) -> Result<u64> {
         ffi::cpu::sleep_us(100);
     }
     let interval = epoch_interval_ns(&ms, mask);
-    COUNTER_KHZ.store(khz, Ordering::Relaxed);
-    INTERVAL_NS.store(interval, Ordering::Relaxed);
-    BASE_CONVERSION.store(packed(ms.mult, ms.shift), Ordering::Relaxed);
-    ACTIVE.store(index, Ordering::Release);
+    ACTIVE.counter_khz.store(khz, Ordering::Relaxed);
+    ACTIVE.interval_ns.store(interval, Ordering::Relaxed);
+    ACTIVE
+        .base_conversion
+        .store(packed(ms.mult, ms.shift), Ordering::Relaxed);
+    ACTIVE.active.store(index, Ordering::Release);
     Ok(interval)
 }
 
@@ -594,7 +617,7 @@ pub(crate) struct Running {
 impl Running {
     /// Starts the clock the settings select, at the current `local_clock()`.
     pub(crate) fn start() -> Result<Self> {
-        STATS.install(CpuStats::default)?;
+        ACTIVE.stats.install(CpuStats::default)?;
         let started = HrTimer::new(epoch_tick)
             .and_then(|timer| Ok(Arc::new(timer, GFP_KERNEL)?))
             .and_then(|timer| Ok((switch_to_selected(Origin::LocalClock)?, timer)));
@@ -604,8 +627,8 @@ impl Running {
                 Ok(Self { timer })
             }
             Err(e) => {
-                ACTIVE.store(usize::MAX, Ordering::Release);
-                STATS.uninstall();
+                ACTIVE.active.store(usize::MAX, Ordering::Release);
+                ACTIVE.stats.uninstall();
                 Err(e)
             }
         }
@@ -622,8 +645,8 @@ impl Drop for Running {
         // The debugfs files (and with them every `Rebuilder`) are gone
         // before this, so nothing restarts the timer.
         self.timer.cancel();
-        ACTIVE.store(usize::MAX, Ordering::Release);
-        STATS.uninstall();
+        ACTIVE.active.store(usize::MAX, Ordering::Release);
+        ACTIVE.stats.uninstall();
     }
 }
 
@@ -646,7 +669,7 @@ impl Rebuilder {
 /// one's time and conversion, so that reading any of them reads live data
 /// (none has an updater of its own). For `bench`, under its guard.
 pub(crate) fn start_idle_clocks(_bench: &Guard) {
-    let running = ACTIVE.load(Ordering::Acquire);
+    let running = ACTIVE.active.load(Ordering::Acquire);
     let Some(cur) = active() else {
         return;
     };
@@ -662,12 +685,12 @@ pub(crate) fn start_idle_clocks(_bench: &Guard) {
 
 /// The running clock, for `bench`'s updaters.
 pub(crate) fn running_index() -> usize {
-    ACTIVE.load(Ordering::Acquire)
+    ACTIVE.active.load(Ordering::Acquire)
 }
 
 /// Zeroes the read and update counters (at the start of a stress run).
 pub(crate) fn reset_stats() {
-    let slots = STATS.pin();
+    let slots = ACTIVE.stats.pin();
     for (_, s) in slots.iter().flat_map(|s| s.iter()) {
         for c in [
             &s.reads,
@@ -695,7 +718,8 @@ pub(crate) struct CpuCounts {
 
 /// The counts of CPU `cpu`.
 pub(crate) fn cpu_counts(cpu: u32) -> CpuCounts {
-    let (reads, stalls, epoch_updates) = STATS
+    let (reads, stalls, epoch_updates) = ACTIVE
+        .stats
         .with_cpu(cpu, |s| {
             (
                 s.reads.load(Ordering::Relaxed),
@@ -724,9 +748,9 @@ pub(crate) struct Totals {
 /// The totals now.
 pub(crate) fn totals() -> Totals {
     Totals {
-        stalls: STATS.sum(|s| &s.stalls),
-        epoch_updates: STATS.sum(|s| &s.epoch_updates),
-        wrap_overruns: STATS.sum(|s| &s.wrap_overruns),
+        stalls: ACTIVE.stats.sum(|s| &s.stalls),
+        epoch_updates: ACTIVE.stats.sum(|s| &s.epoch_updates),
+        wrap_overruns: ACTIVE.stats.sum(|s| &s.wrap_overruns),
     }
 }
 
@@ -746,24 +770,44 @@ pub(crate) fn show_stats(w: &mut impl Write) -> fmt::Result {
     let now = read().ns;
     writeln!(w, "mult: {}", d.mult)?;
     writeln!(w, "shift: {}", d.shift)?;
-    writeln!(w, "clock_khz: {}", COUNTER_KHZ.load(Ordering::Relaxed))?;
+    writeln!(
+        w,
+        "clock_khz: {}",
+        ACTIVE.counter_khz.load(Ordering::Relaxed)
+    )?;
     writeln!(
         w,
         "update_interval_ns: {}",
-        INTERVAL_NS.load(Ordering::Relaxed)
+        ACTIVE.interval_ns.load(Ordering::Relaxed)
     )?;
     writeln!(w, "now_ns: {now}")?;
-    writeln!(w, "clock_reads: {}", STATS.sum(|s| &s.reads))?;
-    writeln!(w, "clock_retries: {}", STATS.sum(|s| &s.retries))?;
-    writeln!(w, "clock_stalls: {}", STATS.sum(|s| &s.stalls))?;
-    writeln!(w, "epoch_updates: {}", STATS.sum(|s| &s.epoch_updates))?;
-    writeln!(w, "wrap_overruns: {}", STATS.sum(|s| &s.wrap_overruns))?;
-    writeln!(w, "epoch_update_skips: {}", STATS.sum(|s| &s.update_skips))?;
-    writeln!(w, "recalibrations: {}", STATS.sum(|s| &s.recalibrations))?;
+    writeln!(w, "clock_reads: {}", ACTIVE.stats.sum(|s| &s.reads))?;
+    writeln!(w, "clock_retries: {}", ACTIVE.stats.sum(|s| &s.retries))?;
+    writeln!(w, "clock_stalls: {}", ACTIVE.stats.sum(|s| &s.stalls))?;
+    writeln!(
+        w,
+        "epoch_updates: {}",
+        ACTIVE.stats.sum(|s| &s.epoch_updates)
+    )?;
+    writeln!(
+        w,
+        "wrap_overruns: {}",
+        ACTIVE.stats.sum(|s| &s.wrap_overruns)
+    )?;
+    writeln!(
+        w,
+        "epoch_update_skips: {}",
+        ACTIVE.stats.sum(|s| &s.update_skips)
+    )?;
+    writeln!(
+        w,
+        "recalibrations: {}",
+        ACTIVE.stats.sum(|s| &s.recalibrations)
+    )?;
     writeln!(
         w,
         "conversion_switches: {}",
-        STATS.sum(|s| &s.conversion_switches)
+        ACTIVE.stats.sum(|s| &s.conversion_switches)
     )?;
     writeln!(w, "windows_entered: {}", crate::coverage::windows_entered())
 }

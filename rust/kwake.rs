@@ -242,22 +242,41 @@ counters! {
     }
 }
 
-static CPUS: PerCpu<Cpu> = PerCpu::new();
+/// The wake activity's per-CPU slots, and the run in progress (or the last).
+struct ActivityState {
+    /// Each CPU's waiter and timer.
+    cpus: PerCpu<Cpu>,
+    /// Latencies of the last run, all CPUs.
+    hist: LatHist,
+    /// Runs since load.
+    runs: AtomicU64,
+    /// The design (its [`Choice::index`]).
+    design: AtomicU32,
+    /// The poll window, ns.
+    poll_ns: AtomicU64,
+    /// The kernel's tick, ns: how late a lost wake-up is.
+    tick_ns: AtomicU64,
+    /// How long the run was to last, and lasted, ms.
+    duration_ms: AtomicU64,
+    elapsed_ms: AtomicU64,
+    /// CPUs it ran on.
+    ncpus: AtomicU32,
+    /// How the last run ended.
+    last_run: LastRun,
+}
 
-/// Latencies of the last run, all CPUs.
-static HIST: LatHist = LatHist::new();
-
-// The run in progress, or the last one.
-static RUNS: AtomicU64 = AtomicU64::new(0);
-/// The design (its [`Choice::index`]).
-static DESIGN: AtomicU32 = AtomicU32::new(0);
-static POLL_NS: AtomicU64 = AtomicU64::new(0);
-static TICK_NS: AtomicU64 = AtomicU64::new(0);
-static DURATION_MS: AtomicU64 = AtomicU64::new(0);
-static ELAPSED_MS: AtomicU64 = AtomicU64::new(0);
-static NCPUS: AtomicU32 = AtomicU32::new(0);
-/// How the last run ended.
-static LAST_RUN: LastRun = LastRun::new();
+static STATE: ActivityState = ActivityState {
+    cpus: PerCpu::new(),
+    hist: LatHist::new(),
+    runs: AtomicU64::new(0),
+    design: AtomicU32::new(0),
+    poll_ns: AtomicU64::new(0),
+    tick_ns: AtomicU64::new(0),
+    duration_ms: AtomicU64::new(0),
+    elapsed_ms: AtomicU64::new(0),
+    ncpus: AtomicU32::new(0),
+    last_run: LastRun::new(),
+};
 
 /// The `wake` activity's per-CPU state, installed at load.
 pub(crate) struct Installed(());
@@ -265,14 +284,14 @@ pub(crate) struct Installed(());
 impl Installed {
     /// Installs the per-CPU state.
     pub(crate) fn new() -> Result<Self> {
-        CPUS.install(Cpu::default)?;
+        STATE.cpus.install(Cpu::default)?;
         Ok(Self(()))
     }
 }
 
 impl Drop for Installed {
     fn drop(&mut self) {
-        CPUS.uninstall();
+        STATE.cpus.uninstall();
     }
 }
 
@@ -288,19 +307,19 @@ fn next(state: &mut u64) -> u64 {
 
 /// One CPU's waiter (a kthread bound to it) for the run in progress.
 fn waiter(k: &Kthread, cpu: u32) {
-    let Some(slots) = CPUS.pin() else {
+    let Some(slots) = STATE.cpus.pin() else {
         return;
     };
     let Some(c) = slots.get(cpu) else {
         return;
     };
-    let design = design_of(DESIGN.load(Ordering::Relaxed).into());
+    let design = design_of(STATE.design.load(Ordering::Relaxed).into());
     let (poll_ns, tick) = (
-        POLL_NS.load(Ordering::Relaxed),
-        TICK_NS.load(Ordering::Relaxed),
+        STATE.poll_ns.load(Ordering::Relaxed),
+        STATE.tick_ns.load(Ordering::Relaxed),
     );
     let Ok(timer) = HrTimer::new(move || {
-        CPUS.with_cpu(cpu, |c| {
+        STATE.cpus.with_cpu(cpu, |c| {
             c.posted_at
                 .store(ffi::time::ktime_get_ns(), Ordering::Relaxed);
             c.point.post();
@@ -313,7 +332,8 @@ fn waiter(k: &Kthread, cpu: u32) {
     // Cleared below, after the timer (the only waker) is dropped.
     c.point.task.publish_self(k);
     let end = ffi::time::local_clock().wrapping_add(
-        DURATION_MS
+        STATE
+            .duration_ms
             .load(Ordering::Relaxed)
             .saturating_mul(1_000_000),
     );
@@ -328,7 +348,7 @@ fn waiter(k: &Kthread, cpu: u32) {
         }
         let posted = c.posted_at.load(Ordering::Relaxed);
         let lat = ffi::time::ktime_get_ns().saturating_sub(posted);
-        HIST.record(lat);
+        STATE.hist.record(lat);
         let [wakeups, late, lost, slow, max, by_poll, polled] = &mut r;
         // Posted before the waiter marked itself sleeping, yet the timeout
         // woke it: the wake-up was lost. (One posted after the mark woke
@@ -360,22 +380,28 @@ pub(crate) fn write(input: &[u8]) -> Result {
         return Err(EINVAL);
     };
     let _guard = Guard::try_begin(Activity::Wake, "wake")?;
-    let slots = CPUS.pin();
+    let slots = STATE.cpus.pin();
     for (_, c) in slots.iter().flat_map(|s| s.iter()) {
         c.reset_counts();
     }
-    HIST.clear();
-    DESIGN.store(settings::choice::<Wake>().index() as u32, Ordering::Relaxed);
-    POLL_NS.store(poll_ns(), Ordering::Relaxed);
-    TICK_NS.store(ffi::time::tick_nsec(), Ordering::Relaxed);
-    DURATION_MS.store(u64::from(ms), Ordering::Relaxed);
-    NCPUS.store(ffi::cpu::num_online_cpus(), Ordering::Relaxed);
+    STATE.hist.clear();
+    STATE
+        .design
+        .store(settings::choice::<Wake>().index() as u32, Ordering::Relaxed);
+    STATE.poll_ns.store(poll_ns(), Ordering::Relaxed);
+    STATE
+        .tick_ns
+        .store(ffi::time::tick_nsec(), Ordering::Relaxed);
+    STATE.duration_ms.store(u64::from(ms), Ordering::Relaxed);
+    STATE
+        .ncpus
+        .store(ffi::cpu::num_online_cpus(), Ordering::Relaxed);
     let t0 = ffi::time::local_clock();
     let ret = ffi::kthread::run_on_each_cpu(&waiter);
     let elapsed = ffi::time::local_clock().wrapping_sub(t0) / 1_000_000;
-    ELAPSED_MS.store(elapsed, Ordering::Relaxed);
-    LAST_RUN.record("wake", &ret, elapsed);
-    RUNS.fetch_add(1, Ordering::Relaxed);
+    STATE.elapsed_ms.store(elapsed, Ordering::Relaxed);
+    STATE.last_run.record("wake", &ret, elapsed);
+    STATE.runs.fetch_add(1, Ordering::Relaxed);
     ret
 }
 
@@ -401,27 +427,39 @@ fn verdict(design: Wake, lost: u64) -> &'static str {
 /// Writes the `wake` file: the last run, totals then per CPU.
 pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
     let running = crate::activity::current() == Some(Activity::Wake);
-    let runs = RUNS.load(Ordering::Relaxed);
-    let design = design_of(DESIGN.load(Ordering::Relaxed).into());
+    let runs = STATE.runs.load(Ordering::Relaxed);
+    let design = design_of(STATE.design.load(Ordering::Relaxed).into());
     writeln!(w, "state: {}", if running { "running" } else { "idle" })?;
     writeln!(w, "runs: {runs}")?;
     if runs == 0 {
         return writeln!(w, "# write a duration in ms to run the design wake= names");
     }
     writeln!(w, "wake: {}", design.name())?;
-    writeln!(w, "poll_us: {}", POLL_NS.load(Ordering::Relaxed) / 1_000)?;
-    writeln!(w, "duration_ms: {}", DURATION_MS.load(Ordering::Relaxed))?;
-    writeln!(w, "elapsed_ms: {}", ELAPSED_MS.load(Ordering::Relaxed))?;
-    writeln!(w, "stopped: {}", LAST_RUN.stopped())?;
-    writeln!(w, "cpus: {}", NCPUS.load(Ordering::Relaxed))?;
-    writeln!(w, "tick_ns: {}", TICK_NS.load(Ordering::Relaxed))?;
+    writeln!(
+        w,
+        "poll_us: {}",
+        STATE.poll_ns.load(Ordering::Relaxed) / 1_000
+    )?;
+    writeln!(
+        w,
+        "duration_ms: {}",
+        STATE.duration_ms.load(Ordering::Relaxed)
+    )?;
+    writeln!(
+        w,
+        "elapsed_ms: {}",
+        STATE.elapsed_ms.load(Ordering::Relaxed)
+    )?;
+    writeln!(w, "stopped: {}", STATE.last_run.stopped())?;
+    writeln!(w, "cpus: {}", STATE.ncpus.load(Ordering::Relaxed))?;
+    writeln!(w, "tick_ns: {}", STATE.tick_ns.load(Ordering::Relaxed))?;
     writeln!(w, "spread_ns: {SPREAD_NS}")?;
-    let slots = CPUS.pin();
+    let slots = STATE.cpus.pin();
     let cpus = || slots.iter().flat_map(|s| s.iter()).map(|(_, c)| c);
     let totals = Totals::of(cpus);
     write_totals(w, &totals.entries())?;
-    writeln!(w, "p50_wake_latency_ns: {}", HIST.quantile(500))?;
-    writeln!(w, "p99_wake_latency_ns: {}", HIST.quantile(990))?;
+    writeln!(w, "p50_wake_latency_ns: {}", STATE.hist.quantile(500))?;
+    writeln!(w, "p99_wake_latency_ns: {}", STATE.hist.quantile(990))?;
     writeln!(w, "verdict: {}", verdict(design, totals.lost_wakeups))?;
     for (cpu, c) in slots.iter().flat_map(|s| s.iter()) {
         if c.wakeups.load(Ordering::Relaxed) != 0 {
@@ -433,26 +471,45 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
 
 // ---- ping-pong ------------------------------------------------------------------------
 
-/// The two players' waitpoints.
-static PLAYERS: [Waitpoint; 2] = [
-    Waitpoint {
-        ready: AtomicU32::new(0),
-        task: TaskSlot::new(),
-    },
-    Waitpoint {
-        ready: AtomicU32::new(0),
-        task: TaskSlot::new(),
-    },
-];
+/// The ping-pong game in progress (or the last): what it plays, its
+/// players, and what it measured.
+struct Game {
+    /// The two players' waitpoints.
+    players: [Waitpoint; 2],
+    /// The design (its [`Choice::index`]).
+    design: AtomicU64,
+    /// The poll window, ns.
+    poll_ns: AtomicU64,
+    /// Round trips to play.
+    trips: AtomicU64,
+    /// Kthreads arrived.
+    arrived: AtomicU32,
+    /// Players ready to play.
+    seated: AtomicU32,
+    /// Wall time of all the round trips (player 0's clock), ns.
+    total_ns: AtomicU64,
+    /// CPU time both players spent polling, ns.
+    polled_ns: AtomicU64,
+    /// The two players' CPUs.
+    cpus: [AtomicU32; 2],
+}
 
-/// The game in progress: design, poll window, round trips.
-static GAME: [AtomicU64; 3] = [const { AtomicU64::new(0) }; 3];
-/// Kthreads arrived, and players ready to play.
-static ARRIVED: AtomicU32 = AtomicU32::new(0);
-static SEATED: AtomicU32 = AtomicU32::new(0);
-/// What the game measured: total ns (player 0's clock), ns spent polling
-/// (both players), and the CPUs of the two players.
-static SCORE: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+static GAME: Game = Game {
+    players: [const {
+        Waitpoint {
+            ready: AtomicU32::new(0),
+            task: TaskSlot::new(),
+        }
+    }; 2],
+    design: AtomicU64::new(0),
+    poll_ns: AtomicU64::new(0),
+    trips: AtomicU64::new(0),
+    arrived: AtomicU32::new(0),
+    seated: AtomicU32::new(0),
+    total_ns: AtomicU64::new(0),
+    polled_ns: AtomicU64::new(0),
+    cpus: [const { AtomicU32::new(0) }; 2],
+};
 
 /// What one game measured.
 pub(crate) struct Score {
@@ -467,24 +524,25 @@ pub(crate) struct Score {
 /// One kthread of the game: the first two to arrive play (0 serves, 1
 /// returns), the others leave.
 fn player(k: &Kthread, cpu: u32, hist: &LatHist) {
-    let me = ARRIVED.fetch_add(1, Ordering::AcqRel);
+    let me = GAME.arrived.fetch_add(1, Ordering::AcqRel);
     let (Some(mine), Some(theirs)) = (
-        PLAYERS.get(me as usize),
-        PLAYERS.get(1usize.wrapping_sub(me as usize)),
+        GAME.players.get(me as usize),
+        GAME.players.get(1usize.wrapping_sub(me as usize)),
     ) else {
         return;
     };
-    let [design, poll_ns, trips] = GAME.each_ref().map(|a| a.load(Ordering::Relaxed));
-    let design = design_of(design);
-    if let Some(s) = SCORE.get(2 + me as usize) {
-        s.store(u64::from(cpu), Ordering::Relaxed);
+    let design = design_of(GAME.design.load(Ordering::Relaxed));
+    let poll_ns = GAME.poll_ns.load(Ordering::Relaxed);
+    let trips = GAME.trips.load(Ordering::Relaxed);
+    if let Some(c) = GAME.cpus.get(me as usize) {
+        c.store(cpu, Ordering::Relaxed);
     }
     mine.rearm();
     // Cleared by the writer after `run_on_each_cpu()` returns; the only
     // waker is the other player, of the same call.
     mine.task.publish_self(k);
-    SEATED.fetch_add(1, Ordering::AcqRel);
-    while SEATED.load(Ordering::Acquire) < 2 {
+    GAME.seated.fetch_add(1, Ordering::AcqRel);
+    while GAME.seated.load(Ordering::Acquire) < 2 {
         core::hint::spin_loop();
         ffi::cpu::cond_resched();
     }
@@ -504,12 +562,12 @@ fn player(k: &Kthread, cpu: u32, hist: &LatHist) {
         }
     }
     if me == 0 {
-        SCORE[0].store(
+        GAME.total_ns.store(
             ffi::time::local_clock().saturating_sub(t0),
             Ordering::Relaxed,
         );
     }
-    SCORE[1].fetch_add(polled, Ordering::Relaxed);
+    GAME.polled_ns.fetch_add(polled, Ordering::Relaxed);
 }
 
 /// Plays `trips` round trips between two kthreads on two CPUs, waiting
@@ -520,27 +578,27 @@ pub(crate) fn pingpong(design: Wake, poll_ns: u64, trips: u32, hist: &LatHist) -
     if ffi::cpu::num_online_cpus() < 2 {
         return Err(ENODEV);
     }
-    for (a, v) in GAME
-        .iter()
-        .zip([design.index() as u64, poll_ns, u64::from(trips)])
-    {
-        a.store(v, Ordering::Relaxed);
-    }
-    for a in &SCORE {
+    GAME.design.store(design.index() as u64, Ordering::Relaxed);
+    GAME.poll_ns.store(poll_ns, Ordering::Relaxed);
+    GAME.trips.store(u64::from(trips), Ordering::Relaxed);
+    for a in [&GAME.total_ns, &GAME.polled_ns] {
         a.store(0, Ordering::Relaxed);
     }
-    ARRIVED.store(0, Ordering::Relaxed);
-    SEATED.store(0, Ordering::Relaxed);
+    for c in &GAME.cpus {
+        c.store(0, Ordering::Relaxed);
+    }
+    GAME.arrived.store(0, Ordering::Relaxed);
+    GAME.seated.store(0, Ordering::Relaxed);
     // CPU hotplug waits during the call: two CPUs stay online.
     let ret = ffi::kthread::run_on_each_cpu(&|k: &Kthread, cpu| player(k, cpu, hist));
-    for p in &PLAYERS {
+    for p in &GAME.players {
         p.task.clear();
     }
     ret?;
-    let [total_ns, polled_ns, a, b] = SCORE.each_ref().map(|a| a.load(Ordering::Relaxed));
+    let [a, b] = GAME.cpus.each_ref().map(|c| c.load(Ordering::Relaxed));
     Ok(Score {
-        total_ns,
-        polled_ns,
-        cpus: (a as u32, b as u32),
+        total_ns: GAME.total_ns.load(Ordering::Relaxed),
+        polled_ns: GAME.polled_ns.load(Ordering::Relaxed),
+        cpus: (a, b),
     })
 }

@@ -93,9 +93,21 @@ impl Slot {
     }
 }
 
-static LOG: [Slot; SLOTS] = [const { Slot::new() }; SLOTS];
-static NEXT: AtomicU64 = AtomicU64::new(0);
-static DROPPED: AtomicU64 = AtomicU64::new(0);
+/// The anomalies kept: a slot each for the first, the next to take, and those without one.
+struct Kept {
+    /// One slot per anomaly kept, in the order they came.
+    slots: [Slot; SLOTS],
+    /// The next slot to take.
+    next: AtomicU64,
+    /// Anomalies that found no slot left.
+    dropped: AtomicU64,
+}
+
+static KEPT: Kept = Kept {
+    slots: [const { Slot::new() }; SLOTS],
+    next: AtomicU64::new(0),
+    dropped: AtomicU64::new(0),
+};
 
 /// Keeps an anomaly if a slot is left, else counts it. `at_ns` is its time
 /// since the run started; `base_cyc` the counter value of the read it was
@@ -110,9 +122,9 @@ pub(crate) fn record(
     r: &Reading,
     at_ns: u64,
 ) {
-    let i = NEXT.fetch_add(1, Ordering::Relaxed);
-    let Some(a) = usize::try_from(i).ok().and_then(|i| LOG.get(i)) else {
-        DROPPED.fetch_add(1, Ordering::Relaxed);
+    let i = KEPT.next.fetch_add(1, Ordering::Relaxed);
+    let Some(a) = usize::try_from(i).ok().and_then(|i| KEPT.slots.get(i)) else {
+        KEPT.dropped.fetch_add(1, Ordering::Relaxed);
         return;
     };
     a.kind.store(kind as u32, Ordering::Relaxed);
@@ -134,28 +146,28 @@ pub(crate) fn record(
 
 /// Empties the log. Not while a run records.
 pub(crate) fn clear() {
-    for a in &LOG {
+    for a in &KEPT.slots {
         a.ready.store(false, Ordering::Relaxed);
     }
-    NEXT.store(0, Ordering::Relaxed);
-    DROPPED.store(0, Ordering::Relaxed);
+    KEPT.next.store(0, Ordering::Relaxed);
+    KEPT.dropped.store(0, Ordering::Relaxed);
 }
 
 /// Anomalies kept.
 pub(crate) fn kept() -> u64 {
-    NEXT.load(Ordering::Relaxed).min(SLOTS as u64)
+    KEPT.next.load(Ordering::Relaxed).min(SLOTS as u64)
 }
 
 /// Anomalies counted but not kept.
 pub(crate) fn dropped() -> u64 {
-    DROPPED.load(Ordering::Relaxed)
+    KEPT.dropped.load(Ordering::Relaxed)
 }
 
 /// Writes `anomalies`: the ones kept, with their context.
 pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
     writeln!(w, "kept: {}", kept())?;
     writeln!(w, "dropped: {}", dropped())?;
-    for (i, a) in LOG.iter().enumerate() {
+    for (i, a) in KEPT.slots.iter().enumerate() {
         if !a.ready.load(Ordering::Acquire) {
             continue;
         }

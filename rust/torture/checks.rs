@@ -66,7 +66,7 @@
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::anomaly::{self, Kind};
-use super::CPUS;
+use super::STRESS;
 use crate::acct::Outcome;
 use crate::arch::Ordered;
 use crate::bench::LatHist;
@@ -192,35 +192,52 @@ impl Cpu {
     }
 }
 
-/// The highest time any CPU's sample of nmiclock's clock has read, per
-/// overrun count ([`kclock::overruns`]): an overrun loses whole wraps, so
-/// no read after one compares with a value from before. Its values are
-/// times since [`HIGH_WATER_BASE`].
-static HIGH_WATER: HighWater = HighWater::new();
-/// What [`HIGH_WATER`]'s values count from: the clock at the start of the
-/// run, less [`HIGH_WATER_SLACK_NS`], so that a read a little older than
-/// the start still has a value (one older still counts as 0, and so as a
-/// step back from any other CPU's).
-static HIGH_WATER_BASE: AtomicU64 = AtomicU64::new(0);
-/// How far before the run's start [`HIGH_WATER_BASE`] lies: about 18 min.
+/// What the per-sample checks keep across CPUs for the run in progress (or the last).
+struct RunChecks {
+    /// The highest time any CPU's sample of nmiclock's clock has read, per
+    /// overrun count ([`kclock::overruns`]): an overrun loses whole wraps, so
+    /// no read after one compares with a value from before. Its values are
+    /// times since `high_water_base`.
+    high_water: HighWater,
+    /// What `high_water`'s values count from: the clock at the start of the
+    /// run, less [`HIGH_WATER_SLACK_NS`], so that a read a little older than
+    /// the start still has a value (one older still counts as 0, and so as a
+    /// step back from any other CPU's).
+    high_water_base: AtomicU64,
+    /// The highest time any CPU's sample of another target has read.
+    target_high: AtomicU64,
+    /// `ktime_get_raw_fast_ns()` when the run started.
+    start_ref: AtomicU64,
+    /// The clock's conversion when the run started, to time reads.
+    mult: AtomicU32,
+    shift: AtomicU32,
+    /// When the first anomaly came: the samples and window hits up to it, on
+    /// all CPUs, and the time since the start (ns), each plus one (0: none
+    /// yet).
+    first_samples: AtomicU64,
+    first_hits: AtomicU64,
+    first_ns: AtomicU64,
+    /// A clock read and its counter value at the start of the run, for the
+    /// rate check.
+    start_ns: AtomicU64,
+    start_cyc: AtomicU64,
+}
+
+static RUN: RunChecks = RunChecks {
+    high_water: HighWater::new(),
+    high_water_base: AtomicU64::new(0),
+    target_high: AtomicU64::new(0),
+    start_ref: AtomicU64::new(0),
+    mult: AtomicU32::new(0),
+    shift: AtomicU32::new(0),
+    first_samples: AtomicU64::new(0),
+    first_hits: AtomicU64::new(0),
+    first_ns: AtomicU64::new(0),
+    start_ns: AtomicU64::new(0),
+    start_cyc: AtomicU64::new(0),
+};
+/// How far before the run's start `high_water_base` lies: about 18 min.
 const HIGH_WATER_SLACK_NS: u64 = 1 << 40;
-/// The highest time any CPU's sample of another target has read.
-static TARGET_HIGH: AtomicU64 = AtomicU64::new(0);
-/// `ktime_get_raw_fast_ns()` when the run started.
-static START_REF: AtomicU64 = AtomicU64::new(0);
-/// The clock's conversion when the run started, to time reads.
-static MULT: AtomicU32 = AtomicU32::new(0);
-static SHIFT: AtomicU32 = AtomicU32::new(0);
-/// When the first anomaly came: the samples and window hits up to it, on
-/// all CPUs, and the time since the start (ns), each plus one (0: none
-/// yet).
-static FIRST_SAMPLES: AtomicU64 = AtomicU64::new(0);
-static FIRST_HITS: AtomicU64 = AtomicU64::new(0);
-static FIRST_NS: AtomicU64 = AtomicU64::new(0);
-/// A clock read and its counter value at the start of the run, for the
-/// rate check.
-static START_NS: AtomicU64 = AtomicU64::new(0);
-static START_CYC: AtomicU64 = AtomicU64::new(0);
 
 /// The cost of each NMI-context sample (the work of the NMI handler), in
 /// ns: what `bench` reports as the NMI handler's cost.
@@ -228,41 +245,43 @@ pub(crate) static NMI_HANDLER_NS: LatHist = LatHist::new();
 
 /// Prepares the checks for a new run (not while one samples).
 pub(crate) fn start_run() {
-    TARGET_HIGH.store(0, Ordering::SeqCst);
+    RUN.target_high.store(0, Ordering::SeqCst);
     NMI_HANDLER_NS.clear();
     // Start on the counter's latest calibration, not on one the kernel has
     // refined since the epoch timer's last tick.
     kclock::follow_calibration();
     kclock::reset_conversions();
     let (mult, shift) = kclock::conversion_in_use();
-    MULT.store(mult, Ordering::Relaxed);
-    SHIFT.store(shift, Ordering::Relaxed);
-    START_REF.store(ffi::time::raw_fast_ns(), Ordering::Relaxed);
-    for a in [&FIRST_SAMPLES, &FIRST_HITS, &FIRST_NS] {
+    RUN.mult.store(mult, Ordering::Relaxed);
+    RUN.shift.store(shift, Ordering::Relaxed);
+    RUN.start_ref
+        .store(ffi::time::raw_fast_ns(), Ordering::Relaxed);
+    for a in [&RUN.first_samples, &RUN.first_hits, &RUN.first_ns] {
         a.store(0, Ordering::Relaxed);
     }
     let r = kclock::read();
-    START_NS.store(r.ns, Ordering::Relaxed);
-    START_CYC.store(r.now_cyc, Ordering::Relaxed);
-    HIGH_WATER_BASE.store(r.ns.saturating_sub(HIGH_WATER_SLACK_NS), Ordering::Relaxed);
-    HIGH_WATER.reset(kclock::overruns());
+    RUN.start_ns.store(r.ns, Ordering::Relaxed);
+    RUN.start_cyc.store(r.now_cyc, Ordering::Relaxed);
+    RUN.high_water_base
+        .store(r.ns.saturating_sub(HIGH_WATER_SLACK_NS), Ordering::Relaxed);
+    RUN.high_water.reset(kclock::overruns());
 }
 
-/// `ns` as [`HIGH_WATER`] holds it: the time since its base (0 if older).
+/// `ns` as `high_water` holds it: the time since its base (0 if older).
 fn since_base(ns: u64) -> u64 {
-    ns.saturating_sub(HIGH_WATER_BASE.load(Ordering::Relaxed))
+    ns.saturating_sub(RUN.high_water_base.load(Ordering::Relaxed))
 }
 
 /// When the first anomaly came: samples and window hits up to it (the
 /// sample that found it included), and ns since the start; `None` if none
 /// came.
 pub(crate) fn first_anomaly() -> Option<(u64, u64, u64)> {
-    let s = FIRST_SAMPLES.load(Ordering::Relaxed);
+    let s = RUN.first_samples.load(Ordering::Relaxed);
     (s != 0).then(|| {
         (
             s - 1,
-            FIRST_HITS.load(Ordering::Relaxed).saturating_sub(1),
-            FIRST_NS.load(Ordering::Relaxed).saturating_sub(1),
+            RUN.first_hits.load(Ordering::Relaxed).saturating_sub(1),
+            RUN.first_ns.load(Ordering::Relaxed).saturating_sub(1),
         )
     })
 }
@@ -279,12 +298,14 @@ pub(crate) fn first_anomaly() -> Option<(u64, u64, u64)> {
 /// never judged.
 pub(crate) fn rate_error_ppb() -> i64 {
     let r = kclock::read();
-    let elapsed = r.ns.wrapping_sub(START_NS.load(Ordering::Relaxed));
-    let cycles = r.now_cyc.wrapping_sub(START_CYC.load(Ordering::Relaxed));
+    let elapsed = r.ns.wrapping_sub(RUN.start_ns.load(Ordering::Relaxed));
+    let cycles = r
+        .now_cyc
+        .wrapping_sub(RUN.start_cyc.load(Ordering::Relaxed));
     let by_counter = mul_u64_u32_shr(
         cycles,
-        MULT.load(Ordering::Relaxed),
-        SHIFT.load(Ordering::Relaxed),
+        RUN.mult.load(Ordering::Relaxed),
+        RUN.shift.load(Ordering::Relaxed),
     );
     if by_counter == 0 {
         return 0;
@@ -300,7 +321,7 @@ fn inc(c: &AtomicU64) {
 
 /// Time since the run started, by the reference clock.
 fn since_start(reference_ns: u64) -> u64 {
-    reference_ns.wrapping_sub(START_REF.load(Ordering::Relaxed))
+    reference_ns.wrapping_sub(RUN.start_ref.load(Ordering::Relaxed))
 }
 
 /// Bucket of the read-cost histogram for `ns`: 0 for 0, else
@@ -330,8 +351,8 @@ pub(crate) fn err_bucket(err: i64) -> usize {
 fn cycles_ns(cyc: u64) -> u64 {
     cyc_to_ns(
         cyc,
-        MULT.load(Ordering::Relaxed),
-        SHIFT.load(Ordering::Relaxed),
+        RUN.mult.load(Ordering::Relaxed),
+        RUN.shift.load(Ordering::Relaxed),
     )
 }
 
@@ -346,19 +367,22 @@ pub(crate) fn note_anomaly() {
 /// Counts the first anomaly of the run's, if it is. The totals are summed
 /// only then, once a run: the samples do not keep global counts.
 fn first(at_ns: u64) {
-    if FIRST_SAMPLES.load(Ordering::Relaxed) != 0 {
+    if RUN.first_samples.load(Ordering::Relaxed) != 0 {
         return;
     }
-    let samples = CPUS.sum(|c| &c.checks.samples).wrapping_add(1);
-    if FIRST_SAMPLES
+    let samples = STRESS.cpus.sum(|c| &c.checks.samples).wrapping_add(1);
+    if RUN
+        .first_samples
         .compare_exchange(0, samples, Ordering::AcqRel, Ordering::Relaxed)
         .is_ok()
     {
-        let hits = CPUS
+        let hits = STRESS
+            .cpus
             .sum(|c| &c.checks.hits_local)
-            .wrapping_add(CPUS.sum(|c| &c.checks.hits_remote));
-        FIRST_HITS.store(hits.wrapping_add(1), Ordering::Relaxed);
-        FIRST_NS.store(at_ns.wrapping_add(1), Ordering::Relaxed);
+            .wrapping_add(STRESS.cpus.sum(|c| &c.checks.hits_remote));
+        RUN.first_hits
+            .store(hits.wrapping_add(1), Ordering::Relaxed);
+        RUN.first_ns.store(at_ns.wrapping_add(1), Ordering::Relaxed);
         // trace_on_anomaly=1: a marker, then the kernel's tracing stopped,
         // so that its buffer ends with what led up to this.
         if ffi::trace::mark(
@@ -499,7 +523,7 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
         // not be older (if no overrun came in between), and a bare counter
         // read that the CPU takes before the load can be, the rdtsc-ordering thread's bug (x86/vdso: use non-serializing rdtsc),
         // which a real CPU shows (scripts/run-host) and QEMU TCG cannot.
-        || (HIGH_WATER.load(), kclock::read()),
+        || (RUN.high_water.load(), kclock::read()),
         || kclock::switches_started(),
     );
     cover(c, &hit, &r);
@@ -551,7 +575,7 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
     if let (true, Some(h)) = (same, high.under(overruns)) {
         if since_base(ns) < h {
             inc(&c.cross);
-            let against = h.wrapping_add(HIGH_WATER_BASE.load(Ordering::Relaxed));
+            let against = h.wrapping_add(RUN.high_water_base.load(Ordering::Relaxed));
             anomaly(Kind::CrossCpu, ctx, ns, against, &r, at);
         }
     }
@@ -559,7 +583,8 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
     // reference (2^42 ns ahead, for one) would make every later read on
     // every CPU look behind it.
     if same && f.good() {
-        HIGH_WATER.raise(overruns, since_base(ns), || kclock::overruns() == overruns);
+        RUN.high_water
+            .raise(overruns, since_base(ns), || kclock::overruns() == overruns);
     }
     if r.stalled {
         first(at);
@@ -641,7 +666,7 @@ fn sample_target(c: &Cpu, ctx: Context) {
         ctx,
         KernelView::now,
         // The mark at once before the read, as for nmiclock's clock.
-        || (TARGET_HIGH.load(Ordering::Acquire), target::read()),
+        || (RUN.target_high.load(Ordering::Acquire), target::read()),
         KernelView::now,
     );
     if stalled {
@@ -680,7 +705,7 @@ fn sample_target(c: &Cpu, ctx: Context) {
     if ns < high {
         step_back(c, ctx, true, ns, high, at);
     }
-    TARGET_HIGH.fetch_max(ns, Ordering::Release);
+    RUN.target_high.fetch_max(ns, Ordering::Release);
     c.base.settle_time(ns, ref_lo, ref_hi, good);
     acct_update(ctx, 0);
 }
@@ -689,7 +714,7 @@ fn sample_target(c: &Cpu, ctx: Context) {
 /// `c`), against its own previous read `prev` (the samples on its CPU keep
 /// theirs apart, since they interrupt it) and the highest any CPU had read.
 pub(crate) fn task_read(c: &Cpu, prev: &mut Option<u64>) {
-    let high = TARGET_HIGH.load(Ordering::Acquire);
+    let high = RUN.target_high.load(Ordering::Acquire);
     let (ns, stalled) = target::read();
     inc(&c.task_reads);
     let at = since_start(ffi::time::raw_fast_ns());
@@ -704,7 +729,7 @@ pub(crate) fn task_read(c: &Cpu, prev: &mut Option<u64>) {
     if ns < high {
         step_back(c, Context::Task, true, ns, high, at);
     }
-    TARGET_HIGH.fetch_max(ns, Ordering::Release);
+    RUN.target_high.fetch_max(ns, Ordering::Release);
     *prev = Some(ns);
 }
 

@@ -110,9 +110,47 @@ impl Reason {
     }
 }
 
-/// Why the monitor queued the stop.
-static REASON: AtomicU32 = AtomicU32::new(Reason::Duration as u32);
-/// Run states, in [`STATE`].
+/// The stress run: its state, each CPU's part, and what it was set to.
+struct RunState {
+    /// Why the monitor queued the stop.
+    reason: AtomicU32,
+    /// Where the run is ([`State`]).
+    state: AtomicU32,
+    /// Each CPU's part of the run.
+    cpus: PerCpu<CpuRun>,
+    /// Sample period of the run in progress.
+    period_ns: AtomicU64,
+    /// When it started and ended (`local_clock()`, ns).
+    start_ns: AtomicU64,
+    end_ns: AtomicU64,
+    /// Set while a ceiling run is set up and runs: its samples are only
+    /// counted (an empty handler), and it has no writers and no wake probe.
+    ceiling: AtomicBool,
+    /// A ceiling run's source (`Source as u32`) and period.
+    ceiling_source: AtomicU32,
+    ceiling_period_ns: AtomicU64,
+    /// The run in progress, if any.
+    run: BoxSlot<Run>,
+    /// Whether the run in progress is one of the bench's own (its guard is
+    /// nested in the bench's): only the bench, a target being unregistered or
+    /// the module's unload stop it.
+    bench_owns_run: AtomicBool,
+}
+
+static STRESS: RunState = RunState {
+    reason: AtomicU32::new(Reason::Duration as u32),
+    state: AtomicU32::new(State::Idle as u32),
+    cpus: PerCpu::new(),
+    period_ns: AtomicU64::new(0),
+    start_ns: AtomicU64::new(0),
+    end_ns: AtomicU64::new(0),
+    ceiling: AtomicBool::new(false),
+    ceiling_source: AtomicU32::new(0),
+    ceiling_period_ns: AtomicU64::new(0),
+    run: BoxSlot::new(),
+    bench_owns_run: AtomicBool::new(false),
+};
+/// Run states, in `STRESS.state`.
 #[derive(Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
 enum State {
@@ -143,10 +181,8 @@ impl State {
     }
 }
 
-static STATE: AtomicU32 = AtomicU32::new(State::Idle as u32);
-
 fn state() -> State {
-    let v = STATE.load(Ordering::Acquire);
+    let v = STRESS.state.load(Ordering::Acquire);
     State::ALL
         .iter()
         .copied()
@@ -155,11 +191,12 @@ fn state() -> State {
 }
 
 fn set_state(s: State) {
-    STATE.store(s as u32, Ordering::Release);
+    STRESS.state.store(s as u32, Ordering::Release);
 }
 
 fn move_state(from: State, to: State) -> bool {
-    STATE
+    STRESS
+        .state
         .compare_exchange(from as u32, to as u32, Ordering::AcqRel, Ordering::Acquire)
         .is_ok()
 }
@@ -190,13 +227,6 @@ struct CpuRun {
     res: BoxSlot<CpuRes>,
 }
 
-static CPUS: PerCpu<CpuRun> = PerCpu::new();
-
-/// Sample period of the run in progress.
-static PERIOD_NS: AtomicU64 = AtomicU64::new(0);
-static START_NS: AtomicU64 = AtomicU64::new(0);
-static END_NS: AtomicU64 = AtomicU64::new(0);
-
 /// A sample on this CPU, from a source (NMI, hard-IRQ context). Only CPUs
 /// whose part of the run is set up sample: a CPU coming online gets NMIs
 /// before its hotplug callback attaches it.
@@ -204,11 +234,11 @@ fn on_sample(ctx: Context) {
     if !running() {
         return;
     }
-    CPUS.with_this_cpu(|c| {
+    STRESS.cpus.with_this_cpu(|c| {
         if !c.res.is_set() {
             return;
         }
-        if CEILING.load(Ordering::Relaxed) {
+        if STRESS.ceiling.load(Ordering::Relaxed) {
             // The empty handler of a ceiling run: count, nothing else.
             c.nmi.ceiling_samples.fetch_add(1, Ordering::Relaxed);
             return;
@@ -216,13 +246,6 @@ fn on_sample(ctx: Context) {
         checks::sample_timed(&c.checks, ctx);
     });
 }
-
-/// Set while a ceiling run is set up and runs: its samples are only
-/// counted (an empty handler), and it has no writers and no wake probe.
-static CEILING: AtomicBool = AtomicBool::new(false);
-/// A ceiling run's source (`Source as u32`) and period.
-static CEILING_SOURCE: AtomicU32 = AtomicU32::new(0);
-static CEILING_PERIOD_NS: AtomicU64 = AtomicU64::new(0);
 
 /// What a ceiling run measured.
 pub(crate) struct CeilingRate {
@@ -242,11 +265,11 @@ fn writer(k: &Kthread) {
     let update_us = settings::number(Key::UpdateUs);
     let window = settings::number(Key::TearWindowNs);
     let disturb = settings::choice::<Disturb>();
-    let start = START_NS.load(Ordering::Relaxed);
+    let start = STRESS.start_ns.load(Ordering::Relaxed);
     let kind = target::run_kind();
     let mut n: u64 = 0;
     let mut prev = None;
-    let cpus = CPUS.pin();
+    let cpus = STRESS.cpus.pin();
     while !k.should_stop() {
         if kind != target::Kind::Nmiclock {
             // Another target: its update (a registered one's), then a
@@ -319,15 +342,15 @@ struct CpuRes {
 /// Sets up CPU `cpu`'s part of the run in progress (at start, or when the
 /// CPU comes online during the run). Task context, CPU hotplug held off.
 fn attach(cpu: u32) -> Result {
-    let Some(cpus) = CPUS.pin() else {
+    let Some(cpus) = STRESS.cpus.pin() else {
         return Ok(());
     };
     let Some(c) = cpus.get(cpu) else {
         return Ok(());
     };
     let source = source::in_use().ok_or(EINVAL)?;
-    let perf = source.attach(cpu, PERIOD_NS.load(Ordering::Relaxed))?;
-    let busy = !CEILING.load(Ordering::Relaxed);
+    let perf = source.attach(cpu, STRESS.period_ns.load(Ordering::Relaxed))?;
+    let busy = !STRESS.ceiling.load(Ordering::Relaxed);
     let res = KBox::new(
         CpuRes {
             _perf: perf,
@@ -359,7 +382,7 @@ fn attach(cpu: u32) -> Result {
 /// Tears down CPU `cpu`'s part of the run, if any (at stop, or when the CPU
 /// goes offline), and forgets its previous sample. Task context.
 fn detach(cpu: u32) {
-    let Some(cpus) = CPUS.pin() else {
+    let Some(cpus) = STRESS.cpus.pin() else {
         return;
     };
     let Some(c) = cpus.get(cpu) else {
@@ -405,9 +428,6 @@ impl Drop for Run {
     }
 }
 
-/// The run in progress, if any.
-static RUN: BoxSlot<Run> = BoxSlot::new();
-
 /// The run's monitor (hard-IRQ, every [`MONITOR_NS`]): queues the stop
 /// once `duration_s` has passed; with `until=verdict`, once the verdict is
 /// certain; with `until=coverage`, at an anomaly, or once `duration_s` has
@@ -416,7 +436,7 @@ fn monitor(stopper: &Work) -> u64 {
     if !live() {
         return 0;
     }
-    // Still starting: the run is not in `RUN` yet, so a stop queued now
+    // Still starting: the run is not in `STRESS.run` yet, so a stop queued now
     // would find none to take (`EBUSY`), be lost with this timer not
     // re-armed, and the run would go on past `duration_s` for good. A
     // starter held up between `build()` and `Running` (its vCPU
@@ -434,7 +454,7 @@ fn monitor(stopper: &Work) -> u64 {
     if verdict == show::Verdict::Failure {
         checks::note_anomaly();
     }
-    let elapsed = ffi::time::local_clock().saturating_sub(START_NS.load(Ordering::Relaxed));
+    let elapsed = ffi::time::local_clock().saturating_sub(STRESS.start_ns.load(Ordering::Relaxed));
     series::record(elapsed, || totals);
     let duration = u64::from(settings::number(Key::DurationS)) * 1_000_000_000;
     let reason = match settings::choice::<Until>() {
@@ -454,7 +474,7 @@ fn monitor(stopper: &Work) -> u64 {
     };
     match reason {
         Some(r) => {
-            REASON.store(r as u32, Ordering::Relaxed);
+            STRESS.reason.store(r as u32, Ordering::Relaxed);
             stopper.queue();
             0
         }
@@ -465,17 +485,17 @@ fn monitor(stopper: &Work) -> u64 {
 /// Sets up the sources, writers and timers of a run.
 fn build(guard: Guard, stopper: &Arc<Work>) -> Result<KBox<Run>> {
     let target = target::Pinned::selected()?;
-    let ceiling = CEILING.load(Ordering::Relaxed);
+    let ceiling = STRESS.ceiling.load(Ordering::Relaxed);
     let period_ns = if ceiling {
-        CEILING_PERIOD_NS.load(Ordering::Relaxed)
+        STRESS.ceiling_period_ns.load(Ordering::Relaxed)
     } else {
         u64::from(settings::number(Key::PeriodUs)) * 1_000
     };
-    PERIOD_NS.store(period_ns, Ordering::Relaxed);
+    STRESS.period_ns.store(period_ns, Ordering::Relaxed);
     let stopper = stopper.clone();
     let deadline = HrTimer::new(move || monitor(&stopper))?;
     let (source, part) = if ceiling {
-        let s = source::from_u32(CEILING_SOURCE.load(Ordering::Relaxed)).ok_or(EINVAL)?;
+        let s = source::from_u32(STRESS.ceiling_source.load(Ordering::Relaxed)).ok_or(EINVAL)?;
         source::start_exactly(s, period_ns)?
     } else {
         source::choose_and_start(period_ns)?
@@ -531,7 +551,7 @@ fn build(guard: Guard, stopper: &Arc<Work>) -> Result<KBox<Run>> {
 /// Zeroes the run's counters, anomalies and histogram (and the clock's and
 /// acct updater's counters). Not while a run is in progress.
 fn reset_counters() {
-    CPUS.with(|cpus| {
+    STRESS.cpus.with(|cpus| {
         for (_, c) in cpus.iter() {
             c.checks.reset();
             c.wake.reset();
@@ -556,7 +576,7 @@ impl Installed {
     pub(crate) fn new() -> Result<Self> {
         let stopper = Arc::new(
             Work::new(|| {
-                let r = REASON.load(Ordering::Relaxed);
+                let r = STRESS.reason.load(Ordering::Relaxed);
                 let reason = Reason::ALL
                     .iter()
                     .copied()
@@ -566,7 +586,7 @@ impl Installed {
             })?,
             GFP_KERNEL,
         )?;
-        CPUS.install(CpuRun::default)?;
+        STRESS.cpus.install(CpuRun::default)?;
         let hotplug = Hotplug::new(
             |cpu| {
                 if live() {
@@ -588,7 +608,7 @@ impl Installed {
                 stopper,
             }),
             Err(e) => {
-                CPUS.uninstall();
+                STRESS.cpus.uninstall();
                 Err(e)
             }
         }
@@ -610,23 +630,29 @@ impl Installed {
         if !move_state(State::Idle, State::Starting) && !move_state(State::Done, State::Starting) {
             return Err(EBUSY);
         }
-        BENCH_OWNS_RUN.store(guard.is_nested(), Ordering::Relaxed);
+        STRESS
+            .bench_owns_run
+            .store(guard.is_nested(), Ordering::Relaxed);
         reset_counters();
         checks::start_run();
         series::reset();
-        REASON.store(Reason::Duration as u32, Ordering::Relaxed);
-        START_NS.store(ffi::time::local_clock(), Ordering::Relaxed);
-        END_NS.store(0, Ordering::Relaxed);
+        STRESS
+            .reason
+            .store(Reason::Duration as u32, Ordering::Relaxed);
+        STRESS
+            .start_ns
+            .store(ffi::time::local_clock(), Ordering::Relaxed);
+        STRESS.end_ns.store(0, Ordering::Relaxed);
         match build(guard, &self.stopper) {
             Ok(run) => {
                 // Only a stop takes a run out, and none was running.
-                drop(RUN.put(run));
+                drop(STRESS.run.put(run));
                 set_state(State::Running);
                 // From now on samples count, and the time they are
                 // expected over runs, on every CPU set up (a CPU that comes
                 // online now marks itself in `attach()`; marking twice
                 // only restarts the span at the same instant).
-                CPUS.with(|cpus| {
+                STRESS.cpus.with(|cpus| {
                     for (_, c) in cpus.iter() {
                         if c.res.is_set() {
                             c.nmi.attached();
@@ -658,9 +684,11 @@ impl Installed {
         period_ns: u64,
         ms: u32,
     ) -> Result<CeilingRate> {
-        CEILING_SOURCE.store(source as u32, Ordering::Relaxed);
-        CEILING_PERIOD_NS.store(period_ns, Ordering::Relaxed);
-        CEILING.store(true, Ordering::Release);
+        STRESS
+            .ceiling_source
+            .store(source as u32, Ordering::Relaxed);
+        STRESS.ceiling_period_ns.store(period_ns, Ordering::Relaxed);
+        STRESS.ceiling.store(true, Ordering::Release);
         let started = bench
             .nest(Activity::Stress)
             .and_then(|guard| self.start_with(guard));
@@ -672,10 +700,10 @@ impl Installed {
             // its stop drops the run's guard last.
             bench.wait_handed_back();
         }
-        CEILING.store(false, Ordering::Release);
+        STRESS.ceiling.store(false, Ordering::Release);
         started?;
         Ok(CeilingRate {
-            samples: CPUS.sum(|c| &c.nmi.ceiling_samples),
+            samples: STRESS.cpus.sum(|c| &c.nmi.ceiling_samples),
             elapsed_ms: elapsed_ms(),
         })
     }
@@ -695,20 +723,15 @@ impl Drop for Installed {
         // A stop from the deadline's work may be under way: wait for it.
         self.wait_stopped();
         self.hotplug = None;
-        CPUS.uninstall();
+        STRESS.cpus.uninstall();
     }
 }
-
-/// Whether the run in progress is one of the bench's own (its guard is
-/// nested in the bench's): only the bench, a target being unregistered or
-/// the module's unload stop it.
-static BENCH_OWNS_RUN: AtomicBool = AtomicBool::new(false);
 
 /// `stop` written to `control`: stops the run in progress, unless there is
 /// none or it is one of the bench's own (`EBUSY` and one log line each:
 /// the bench's ends with the bench, which a signal to its writer ends).
 pub(crate) fn stop_written() -> Result {
-    if running() && BENCH_OWNS_RUN.load(Ordering::Relaxed) {
+    if running() && STRESS.bench_owns_run.load(Ordering::Relaxed) {
         pr_err!("stop: the stress run in progress is the bench's own; it ends with the bench\n");
         return Err(EBUSY);
     }
@@ -723,18 +746,20 @@ pub(crate) fn stop(why: &str) -> Result {
     }
     // Samples no longer count: neither does the time they are expected
     // over (tearing the run down can take a while on a loaded host).
-    CPUS.with(|cpus| {
+    STRESS.cpus.with(|cpus| {
         for (_, c) in cpus.iter() {
             c.nmi.detached();
         }
     });
     // The swap gives the run to exactly one stopper.
-    let guard = RUN.take().and_then(|mut run| {
+    let guard = STRESS.run.take().and_then(|mut run| {
         let guard = run.guard.take();
         drop(run);
         guard
     });
-    END_NS.store(ffi::time::local_clock(), Ordering::Relaxed);
+    STRESS
+        .end_ns
+        .store(ffi::time::local_clock(), Ordering::Relaxed);
     kacct::check_integrals();
     show::end_run();
     set_state(State::Done);
@@ -759,15 +784,15 @@ crate::ffi::target::export_registry!(crate::target::register, unregister_target)
 pub(crate) fn reset() -> Result {
     let _guard = Guard::try_begin(Activity::Reset, "reset")?;
     reset_counters();
-    START_NS.store(0, Ordering::Relaxed);
-    END_NS.store(0, Ordering::Relaxed);
+    STRESS.start_ns.store(0, Ordering::Relaxed);
+    STRESS.end_ns.store(0, Ordering::Relaxed);
     set_state(State::Idle);
     Ok(())
 }
 
 /// The sample period of the run in progress (or the last), in ns.
 fn period_ns() -> u64 {
-    PERIOD_NS.load(Ordering::Relaxed)
+    STRESS.period_ns.load(Ordering::Relaxed)
 }
 
 /// Samples expected on CPU `c` so far (see [`source::Cpu::expected`]).
@@ -777,11 +802,11 @@ fn expected(c: &CpuRun) -> u64 {
 
 /// How long the run in progress (or the last) has lasted, in ms.
 fn elapsed_ms() -> u64 {
-    let start = START_NS.load(Ordering::Relaxed);
+    let start = STRESS.start_ns.load(Ordering::Relaxed);
     if start == 0 {
         return 0;
     }
-    let end = match END_NS.load(Ordering::Relaxed) {
+    let end = match STRESS.end_ns.load(Ordering::Relaxed) {
         0 => ffi::time::local_clock(),
         e => e,
     };

@@ -36,17 +36,26 @@ struct Point {
     anomalies: AtomicU64,
 }
 
-static POINTS: [Point; RING] = [const {
-    Point {
-        second: AtomicU64::new(0),
-        samples: AtomicU64::new(0),
-        nmi_samples: AtomicU64::new(0),
-        hits: AtomicU64::new(0),
-        anomalies: AtomicU64::new(0),
-    }
-}; RING];
-/// Seconds recorded in this run (the next one's number).
-static RECORDED: AtomicU64 = AtomicU64::new(0);
+/// The run's per-second series: a ring of points, and how many were recorded.
+struct Series {
+    /// The last [`RING`] seconds' points.
+    points: [Point; RING],
+    /// Seconds recorded in this run (the next one's number).
+    recorded: AtomicU64,
+}
+
+static SERIES: Series = Series {
+    points: [const {
+        Point {
+            second: AtomicU64::new(0),
+            samples: AtomicU64::new(0),
+            nmi_samples: AtomicU64::new(0),
+            hits: AtomicU64::new(0),
+            anomalies: AtomicU64::new(0),
+        }
+    }; RING],
+    recorded: AtomicU64::new(0),
+};
 
 /// The totals one point holds.
 #[derive(Clone, Copy, Default)]
@@ -59,12 +68,12 @@ pub(crate) struct Totals {
 
 /// Starts a run's series (not while a run records).
 pub(crate) fn reset() {
-    RECORDED.store(0, Ordering::Release);
+    SERIES.recorded.store(0, Ordering::Release);
 }
 
 /// Seconds recorded so far.
 pub(crate) fn recorded() -> u64 {
-    RECORDED.load(Ordering::Acquire)
+    SERIES.recorded.load(Ordering::Acquire)
 }
 
 /// Records the totals at the end of every whole second up to
@@ -73,13 +82,13 @@ pub(crate) fn recorded() -> u64 {
 /// monitor's only: one recorder.
 pub(crate) fn record(elapsed_ns: u64, t: impl FnOnce() -> Totals) {
     let due = elapsed_ns / 1_000_000_000;
-    let mut n = RECORDED.load(Ordering::Relaxed);
+    let mut n = SERIES.recorded.load(Ordering::Relaxed);
     if n >= due {
         return;
     }
     let t = t();
     while n < due {
-        if let Some(p) = POINTS.get((n % RING as u64) as usize) {
+        if let Some(p) = SERIES.points.get((n % RING as u64) as usize) {
             p.second.store(0, Ordering::Relaxed);
             fence(Ordering::Release);
             p.samples.store(t.samples, Ordering::Relaxed);
@@ -90,13 +99,13 @@ pub(crate) fn record(elapsed_ns: u64, t: impl FnOnce() -> Totals) {
         }
         n += 1;
     }
-    RECORDED.store(n, Ordering::Release);
+    SERIES.recorded.store(n, Ordering::Release);
 }
 
 /// The totals at the end of second `n`, if its slot still holds them
 /// whole (not being written, not overwritten by a later second).
 fn at(n: u64) -> Option<Totals> {
-    let p = POINTS.get((n % RING as u64) as usize)?;
+    let p = SERIES.points.get((n % RING as u64) as usize)?;
     let want = n.wrapping_add(1);
     if p.second.load(Ordering::Acquire) != want {
         return None;

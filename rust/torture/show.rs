@@ -16,7 +16,7 @@ use core::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use kernel::prelude::*;
 
 use super::checks::{self, For, ERR_BUCKETS, ERR_SIDE, HIST_BUCKETS, NMI_HANDLER_NS};
-use super::{anomaly, elapsed_ms, expected, period_ns, source, state_name, CPUS};
+use super::{anomaly, elapsed_ms, expected, period_ns, source, state_name, STRESS};
 use crate::ffi;
 use crate::fmtbuf::{kernel_display, FmtBuf};
 use crate::kacct;
@@ -98,7 +98,8 @@ struct Totals {
 impl Totals {
     fn now() -> Self {
         let source = source::in_use();
-        let (n, samples_expected, starved_cpus) = CPUS
+        let (n, samples_expected, starved_cpus) = STRESS
+            .cpus
             .with(|cpus| {
                 let (mut samples_expected, mut starved_cpus) = (0u64, 0u64);
                 for (_, c) in cpus.iter() {
@@ -201,10 +202,18 @@ pub(crate) fn source_used() -> &'static str {
     source::in_use().map_or("none", |s| s.name())
 }
 
-/// The clock's rate against the counter over the last run, in ppb.
-static RATE_ERROR_PPB: AtomicI64 = AtomicI64::new(0);
-/// The verdict of the last run (`Verdict as u64` + 1), 0 before any.
-static LAST_VERDICT: AtomicU64 = AtomicU64::new(0);
+/// What the last run ended with, measured at its end.
+struct Ended {
+    /// The clock's rate against the counter over the last run, in ppb.
+    rate_error_ppb: AtomicI64,
+    /// The verdict of the last run (`Verdict as u64` + 1), 0 before any.
+    last_verdict: AtomicU64,
+}
+
+static ENDED: Ended = Ended {
+    rate_error_ppb: AtomicI64::new(0),
+    last_verdict: AtomicU64::new(0),
+};
 
 /// Takes the measures that need the clock at the end of a run.
 pub(crate) fn end_run() {
@@ -214,7 +223,7 @@ pub(crate) fn end_run() {
     } else {
         0
     };
-    RATE_ERROR_PPB.store(ppb, Ordering::Relaxed);
+    ENDED.rate_error_ppb.store(ppb, Ordering::Relaxed);
 }
 
 /// A signed count that is -1 for "none".
@@ -247,7 +256,9 @@ fn first_anomaly() -> [(&'static str, OrNone); 3] {
 pub(crate) fn end_of_test(why: &str) {
     let t = Totals::now();
     let verdict = t.verdict();
-    LAST_VERDICT.store(verdict as u64 + 1, Ordering::Relaxed);
+    ENDED
+        .last_verdict
+        .store(verdict as u64 + 1, Ordering::Relaxed);
     let mut line = Line::new();
     let _ = write!(
         line,
@@ -282,7 +293,7 @@ pub(crate) fn end_of_test(why: &str) {
         let _ = write!(
             line,
             " rate_error_ppb={}",
-            RATE_ERROR_PPB.load(Ordering::Relaxed)
+            ENDED.rate_error_ppb.load(Ordering::Relaxed)
         );
     }
     // One record if it fits, else continuation records, each cut before a
@@ -306,7 +317,7 @@ pub(crate) fn stats(w: &mut impl Write) -> fmt::Result {
     writeln!(
         w,
         "verdict: {}",
-        match LAST_VERDICT.load(Ordering::Relaxed) {
+        match ENDED.last_verdict.load(Ordering::Relaxed) {
             0 => "none",
             1 => Verdict::Success.name(),
             2 => Verdict::Failure.name(),
@@ -338,7 +349,7 @@ pub(crate) fn stats(w: &mut impl Write) -> fmt::Result {
     writeln!(
         w,
         "rate_error_ppb: {}",
-        RATE_ERROR_PPB.load(Ordering::Relaxed)
+        ENDED.rate_error_ppb.load(Ordering::Relaxed)
     )?;
     let (sent, skipped, resent) = source::nmi_counts();
     writeln!(w, "nmi_sent: {sent}")?;
@@ -367,13 +378,17 @@ pub(crate) fn stats(w: &mut impl Write) -> fmt::Result {
         )?,
         None => writeln!(w, "nmi_ceiling_fraction: -")?,
     }
-    writeln!(w, "wakeups_issued: {}", CPUS.sum(|c| &c.wake.issued))?;
-    writeln!(w, "wakeups: {}", CPUS.sum(|c| &c.wake.wakeups))?;
-    writeln!(w, "late_wakeups: {}", CPUS.sum(|c| &c.wake.late_wakeups))?;
+    writeln!(w, "wakeups_issued: {}", STRESS.cpus.sum(|c| &c.wake.issued))?;
+    writeln!(w, "wakeups: {}", STRESS.cpus.sum(|c| &c.wake.wakeups))?;
+    writeln!(
+        w,
+        "late_wakeups: {}",
+        STRESS.cpus.sum(|c| &c.wake.late_wakeups)
+    )?;
     writeln!(
         w,
         "max_wake_latency_ns: {}",
-        CPUS.max(|c| &c.wake.max_wake_ns)
+        STRESS.cpus.max(|c| &c.wake.max_wake_ns)
     )?;
     writeln!(w, "elapsed_ms: {}", elapsed_ms())?;
     writeln!(w, "anomalies_kept: {}", anomaly::kept())?;
@@ -397,7 +412,7 @@ fn bar(w: &mut impl Write, label: &str, n: u64, max: u64) -> fmt::Result {
 pub(crate) fn histogram(w: &mut impl Write) -> fmt::Result {
     let mut counts = [0u64; HIST_BUCKETS];
     let mut errs = [0u64; ERR_BUCKETS];
-    let cpus = CPUS.pin();
+    let cpus = STRESS.cpus.pin();
     for (_, c) in cpus.iter().flat_map(|s| s.iter()) {
         for (n, h) in counts.iter_mut().zip(c.checks.hist.iter()) {
             *n = n.wrapping_add(h.load(Ordering::Relaxed));
@@ -447,7 +462,7 @@ fn section(
 
 /// Writes `percpu`: one line of counts per CPU.
 pub(crate) fn percpu(w: &mut impl Write) -> fmt::Result {
-    let cpus = CPUS.pin();
+    let cpus = STRESS.cpus.pin();
     for (cpu, c) in cpus.iter().flat_map(|s| s.iter()) {
         if !ffi::cpu::online(cpu) && c.checks.samples.load(Ordering::Relaxed) == 0 {
             continue;

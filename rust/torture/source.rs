@@ -18,7 +18,7 @@ use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 
 use kernel::prelude::*;
 
-use super::{live, on_sample, CPUS};
+use super::{live, on_sample, STRESS};
 use crate::arch::{self, PerfPeriod};
 use crate::choices::NmiSource;
 use crate::ffi;
@@ -170,7 +170,8 @@ impl RunPart {
             return;
         }
         for _ in 0..DRAIN_MS {
-            let pending = CPUS
+            let pending = STRESS
+                .cpus
                 .with(|cpus| {
                     cpus.iter()
                         .any(|(cpu, c)| ffi::cpu::online(cpu) && c.nmi.pending())
@@ -187,15 +188,32 @@ impl RunPart {
 /// How long [`RunPart::stop_sending`] waits for NMIs in flight, in ms.
 const DRAIN_MS: u32 = 200;
 
-/// The source in use (`Source as u32`), or [`NONE`] before the first run.
-static IN_USE: AtomicU32 = AtomicU32::new(NONE);
+/// The interrupt sources: which one the run uses, and what the last runs of each found.
+struct Sources {
+    /// The source in use (`Source as u32`), or [`NONE`] before the first run.
+    in_use: AtomicU32,
+    /// The error of the last failed attempt to create `perf_hw` counters.
+    perf_hw_error: AtomicI32,
+    /// NMIs sent, sends skipped because the CPU had not taken the previous one
+    /// yet, and NMIs sent again because the previous one had not arrived in
+    /// [`LOST_NS`]: since the last [`start`](Source::start).
+    sent: AtomicU64,
+    skipped: AtomicU64,
+    resent: AtomicU64,
+}
+
+static SOURCES: Sources = Sources {
+    in_use: AtomicU32::new(NONE),
+    perf_hw_error: AtomicI32::new(0),
+    sent: AtomicU64::new(0),
+    skipped: AtomicU64::new(0),
+    resent: AtomicU64::new(0),
+};
 const NONE: u32 = u32::MAX;
-/// The error of the last failed attempt to create `perf_hw` counters.
-static PERF_HW_ERROR: AtomicI32 = AtomicI32::new(0);
 
 /// The source a run uses (or used last), if any.
 pub(crate) fn in_use() -> Option<Source> {
-    from_u32(IN_USE.load(Ordering::Relaxed))
+    from_u32(SOURCES.in_use.load(Ordering::Relaxed))
 }
 
 /// The source of a stored `Source as u32`.
@@ -206,7 +224,7 @@ pub(crate) fn from_u32(v: u32) -> Option<Source> {
 /// Starts the run-wide part of exactly `source` (a ceiling run: no
 /// `auto`, no fallback).
 pub(crate) fn start_exactly(source: Source, period_ns: u64) -> Result<(Source, RunPart)> {
-    IN_USE.store(source as u32, Ordering::Relaxed);
+    SOURCES.in_use.store(source as u32, Ordering::Relaxed);
     reset_counts();
     Ok((source, source.start(period_ns)?))
 }
@@ -221,14 +239,14 @@ fn no_pmu(e: Error) -> bool {
 
 /// The error of the last failed attempt to create a `perf_hw` counter.
 pub(crate) fn perf_hw_error() -> i32 {
-    PERF_HW_ERROR.load(Ordering::Relaxed)
+    SOURCES.perf_hw_error.load(Ordering::Relaxed)
 }
 
 /// Chooses the run's source from the setting (resolving `auto`: a probe
 /// counter on this CPU tells whether there is a PMU) and starts its
 /// run-wide part. Logs why when it cannot.
 pub(crate) fn choose_and_start(period_ns: u64) -> Result<(Source, RunPart)> {
-    PERF_HW_ERROR.store(0, Ordering::Relaxed);
+    SOURCES.perf_hw_error.store(0, Ordering::Relaxed);
     let (source, auto) = match settings::choice::<NmiSource>() {
         NmiSource::Auto => (Source::PerfHw, true),
         NmiSource::PerfHw => (Source::PerfHw, false),
@@ -242,7 +260,7 @@ pub(crate) fn choose_and_start(period_ns: u64) -> Result<(Source, RunPart)> {
                 Source::PerfHw
             }
             Err(e) => {
-                PERF_HW_ERROR.store(e.to_errno(), Ordering::Relaxed);
+                SOURCES.perf_hw_error.store(e.to_errno(), Ordering::Relaxed);
                 if !no_pmu(e) {
                     pr_err!(
                         "start: perf_hw: cannot create a CPU-cycles counter (error {}), though the error does not say there is no PMU\n",
@@ -268,7 +286,7 @@ pub(crate) fn choose_and_start(period_ns: u64) -> Result<(Source, RunPart)> {
     } else {
         source
     };
-    IN_USE.store(source as u32, Ordering::Relaxed);
+    SOURCES.in_use.store(source as u32, Ordering::Relaxed);
     reset_counts();
     Ok((source, source.start(period_ns)?))
 }
@@ -370,25 +388,18 @@ pub(crate) fn starved(
         && received.saturating_mul(STARVED_RATIO) < expected
 }
 
-/// NMIs sent, sends skipped because the CPU had not taken the previous one
-/// yet, and NMIs sent again because the previous one had not arrived in
-/// [`LOST_NS`]: since the last [`start`](Source::start).
-static SENT: AtomicU64 = AtomicU64::new(0);
-static SKIPPED: AtomicU64 = AtomicU64::new(0);
-static RESENT: AtomicU64 = AtomicU64::new(0);
-
 /// `(nmi_sent, nmi_sends_skipped, nmi_resent)` of the last `ipi` run.
 pub(crate) fn nmi_counts() -> (u64, u64, u64) {
     (
-        SENT.load(Ordering::Relaxed),
-        SKIPPED.load(Ordering::Relaxed),
-        RESENT.load(Ordering::Relaxed),
+        SOURCES.sent.load(Ordering::Relaxed),
+        SOURCES.skipped.load(Ordering::Relaxed),
+        SOURCES.resent.load(Ordering::Relaxed),
     )
 }
 
 /// Zeroes the counts (at the start of a run).
 pub(crate) fn reset_counts() {
-    for a in [&SENT, &SKIPPED, &RESENT] {
+    for a in [&SOURCES.sent, &SOURCES.skipped, &SOURCES.resent] {
         a.store(0, Ordering::Relaxed);
     }
 }
@@ -421,7 +432,7 @@ fn send(ipi: &mut NmiIpi, period_ns: u64) -> u64 {
     let now = ffi::time::raw_fast_ns();
     ipi.clear();
     let mut any = false;
-    CPUS.with(|cpus| {
+    STRESS.cpus.with(|cpus| {
         for (cpu, c) in cpus.iter() {
             if !ffi::cpu::online(cpu) {
                 continue;
@@ -431,15 +442,15 @@ fn send(ipi: &mut NmiIpi, period_ns: u64) -> u64 {
             let prev = n.outstanding.load(Ordering::Acquire);
             let busy = now < n.quiet_until_ns.load(Ordering::Acquire);
             if (prev != 0 || busy) && !late {
-                SKIPPED.fetch_add(1, Ordering::Relaxed);
+                SOURCES.skipped.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
             if prev != 0 {
-                RESENT.fetch_add(1, Ordering::Relaxed);
+                SOURCES.resent.fetch_add(1, Ordering::Relaxed);
             }
             n.last_send_ns.store(now, Ordering::Relaxed);
             n.outstanding.fetch_add(1, Ordering::AcqRel);
-            SENT.fetch_add(1, Ordering::Relaxed);
+            SOURCES.sent.fetch_add(1, Ordering::Relaxed);
             ipi.add(cpu);
             any = true;
         }
@@ -454,22 +465,24 @@ fn send(ipi: &mut NmiIpi, period_ns: u64) -> u64 {
 /// outstanding; it is then taken and sampled. Any other NMI is left to the
 /// kernel, which reports it as unknown.
 fn nmi_handler() -> bool {
-    CPUS.with_this_cpu(|cpu| {
-        let ours = cpu
-            .nmi
-            .outstanding
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
-            .is_ok();
-        if ours {
-            let n = &cpu.nmi;
-            n.quiet_until_ns.store(u64::MAX, Ordering::Release);
-            let t0 = ffi::time::raw_fast_ns();
-            on_sample(Context::Nmi);
-            let t1 = ffi::time::raw_fast_ns();
-            n.quiet_until_ns
-                .store(t1.saturating_add(t1.wrapping_sub(t0)), Ordering::Release);
-        }
-        ours
-    })
-    .unwrap_or(false)
+    STRESS
+        .cpus
+        .with_this_cpu(|cpu| {
+            let ours = cpu
+                .nmi
+                .outstanding
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+                .is_ok();
+            if ours {
+                let n = &cpu.nmi;
+                n.quiet_until_ns.store(u64::MAX, Ordering::Release);
+                let t0 = ffi::time::raw_fast_ns();
+                on_sample(Context::Nmi);
+                let t1 = ffi::time::raw_fast_ns();
+                n.quiet_until_ns
+                    .store(t1.saturating_add(t1.wrapping_sub(t0)), Ordering::Release);
+            }
+            ours
+        })
+        .unwrap_or(false)
 }

@@ -13,7 +13,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use kernel::prelude::*;
 
-use super::{live, CPUS};
+use super::{live, STRESS};
 use crate::ffi::hrtimer::HrTimer;
 use crate::ffi::kthread::{Kthread, TaskSlot, Worker};
 use crate::kclock;
@@ -81,7 +81,7 @@ impl Cpu {
 /// stops the sleeper), the scheduler moves a woken sleeper to another CPU.
 pub(crate) fn sleeper(k: &Kthread, cpu: u32) {
     let tick = crate::ffi::time::tick_nsec();
-    let Some(cpus) = CPUS.pin() else {
+    let Some(cpus) = STRESS.cpus.pin() else {
         return;
     };
     let Some(c) = cpus.get(cpu).map(|c| &c.wake) else {
@@ -114,7 +114,7 @@ fn tick() -> u64 {
     if !live() {
         return 0;
     }
-    CPUS.with(|cpus| {
+    STRESS.cpus.with(|cpus| {
         for (_, c) in cpus.iter() {
             let c = &c.wake;
             c.sleeper.0.wake_if(|| {
