@@ -53,7 +53,7 @@
 //! every ratio comes with its noise ([`summarize`]).
 
 use core::fmt::{self, Write};
-use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use kernel::prelude::*;
 
@@ -115,20 +115,100 @@ enum Group {
     AcctApply,
 }
 
-/// One line of the table.
+impl Group {
+    /// The row a row of this group is compared with.
+    fn reference(self) -> RowId {
+        match self {
+            Self::Read => RowId::sched_clock,
+            Self::AcctTick => RowId::acct_cmpxchg_tick,
+            Self::AcctApply => RowId::acct_cmpxchg_apply,
+        }
+    }
+}
+
+/// What a row reads, which names it and says what its updaters move.
+#[derive(Clone, Copy)]
+enum Reads {
+    /// Anything but one of `kclock`'s clocks, by this name: the updaters
+    /// move the running clock.
+    Other(&'static str),
+    /// One of `kclock`'s clocks, named `protection/counter` and then the
+    /// suffix: the updaters move its epoch.
+    Clock(&'static dyn ClockSource, &'static str),
+    /// The registered target the setting `target` selects, timed only
+    /// when it selects one (the bench pins it meanwhile, as a run does),
+    /// named `target NAME`: the updaters call its `update`.
+    Target,
+}
+
+/// One row's figures in one phase.
+struct Summary {
+    /// The median over the runs, thousandths of a ns per operation.
+    median_milli: AtomicU64,
+    /// The single operations' p50, p99 and max, ns.
+    p50_ns: AtomicU64,
+    p99_ns: AtomicU64,
+    max_ns: AtomicU64,
+    /// The ratio to the group's reference taken within each run: its
+    /// median, 10th and 90th percentile over the runs (thousandths), if
+    /// any run had one.
+    ratio: AtomicU64,
+    ratio_lo: AtomicU64,
+    ratio_hi: AtomicU64,
+    has_ratio: AtomicBool,
+}
+
+impl Summary {
+    const fn new() -> Self {
+        Self {
+            median_milli: AtomicU64::new(0),
+            p50_ns: AtomicU64::new(0),
+            p99_ns: AtomicU64::new(0),
+            max_ns: AtomicU64::new(0),
+            ratio: AtomicU64::new(0),
+            ratio_lo: AtomicU64::new(0),
+            ratio_hi: AtomicU64::new(0),
+            has_ratio: AtomicBool::new(false),
+        }
+    }
+
+    /// The ratio column: the median ratio and its spread, if any.
+    fn ratio(&self) -> Option<(u64, (u64, u64))> {
+        self.has_ratio.load(Ordering::Relaxed).then(|| {
+            (
+                self.ratio.load(Ordering::Relaxed),
+                (
+                    self.ratio_lo.load(Ordering::Relaxed),
+                    self.ratio_hi.load(Ordering::Relaxed),
+                ),
+            )
+        })
+    }
+}
+
+/// One line of the table: what it times, and what it measured.
 struct Row {
-    name: &'static str,
+    reads: Reads,
     group: Group,
     block: fn(&AcctRecord, u32),
     single: fn(&AcctRecord) -> u64,
+    /// Per phase: each run's figure, thousandths of a ns per operation.
+    runs: [[AtomicU64; MAX_NRUNS]; PHASES.len()],
+    /// Per phase: its figures.
+    summary: [Summary; PHASES.len()],
+    /// Single-operation costs, in the phase in progress.
+    hist: LatHist,
 }
 
-const fn row<O: Op>(name: &'static str, group: Group) -> Row {
+const fn row<O: Op>(group: Group, reads: Reads) -> Row {
     Row {
-        name,
+        reads,
         group,
         block: block::<O>,
         single: single::<O>,
+        runs: [const { [const { AtomicU64::new(0) }; MAX_NRUNS] }; PHASES.len()],
+        summary: [const { Summary::new() }; PHASES.len()],
+        hist: LatHist::new(),
     }
 }
 
@@ -155,7 +235,10 @@ read_op!(LocalClock, ffi::time::local_clock());
 read_op!(MonoFast, ffi::time::mono_fast_ns());
 read_op!(RealFast, ffi::time::real_fast_ns());
 read_op!(KtimeGetNs, ffi::time::ktime_get_ns());
+// Never inlined: a direct call of the exported function, as another
+// module's.
 read_op!(NmiclockSchedClock, kclock::nmiclock_sched_clock());
+read_op!(LatchOrderedCall, latch_ordered_call());
 read_op!(LatchOrdered, kclock::LATCH_ORDERED.read().ns);
 read_op!(LatchBare, kclock::LATCH_BARE.read().ns);
 read_op!(SeqcountOrdered, kclock::SEQCOUNT_ORDERED.read().ns);
@@ -164,8 +247,13 @@ read_op!(UnprotectedOrdered, kclock::UNPROTECTED_ORDERED.read().ns);
 read_op!(UnprotectedBare, kclock::UNPROTECTED_BARE.read().ns);
 read_op!(TargetRead, crate::target::read().0);
 
-/// The kernel's tick (`TICK_NSEC`), read once per benchmark.
-static TICK_NS: AtomicU64 = AtomicU64::new(0);
+/// The latch read over the ordered counter, called out of line: what the
+/// exported `nmiclock_sched_clock()` is compared with, so that the two
+/// rows differ only in what the exported path adds to the read.
+#[inline(never)]
+fn latch_ordered_call() -> u64 {
+    kclock::LATCH_ORDERED.read().ns
+}
 
 /// One acct update of the reader's record by strategy `S`: in the tick
 /// mode (`TICK`: less than a tick since the last one is skipped, as most
@@ -176,7 +264,7 @@ impl<S: kacct::Strategy, const TICK: bool> Op for AcctOp<S, TICK> {
     #[inline(always)]
     fn op(rec: &AcctRecord) -> u64 {
         let min_delta = if TICK {
-            TICK_NS.load(Ordering::Relaxed)
+            BENCH.tick_ns.load(Ordering::Relaxed)
         } else {
             0
         };
@@ -185,119 +273,79 @@ impl<S: kacct::Strategy, const TICK: bool> Op for AcctOp<S, TICK> {
     }
 }
 
-/// Out of range of `kclock`'s table: the updaters move the running clock.
-const RUNNING: usize = usize::MAX;
-/// Out of range too: the updaters call the registered target's `update`.
-const TARGET_UPDATE: usize = usize::MAX - 1;
+/// Declares the table's rows, in table order, each once: [`RowId`] names
+/// each, [`ROWS`] holds each with its results.
+macro_rules! bench_rows {
+    ($($id:ident: $op:ty, $group:ident, $reads:expr;)*) => {
+        /// A row of [`ROWS`].
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy, PartialEq, Eq)]
+        #[repr(usize)]
+        enum RowId {
+            $($id,)*
+        }
 
-/// The clock the updaters move while `row` runs: the one it reads, for the
-/// rows named `protection/counter`; for the target row, the target's own
-/// update; else the running clock.
-fn update_target(row: &Row) -> usize {
-    if row.name == TARGET_ROW_NAME {
-        return TARGET_UPDATE;
-    }
-    row.name
-        .split_once('/')
-        .and_then(|(p, c)| kclock::index_of(p, c))
-        .unwrap_or(RUNNING)
+        static ROWS: [Row; [$(RowId::$id),*].len()] = [$(row::<$op>(Group::$group, $reads),)*];
+    };
 }
 
-/// Row of `sched_clock()`, the reads' reference.
-const SCHED_CLOCK_ROW: usize = 3;
-/// First row of each acct mode (`cmpxchg`, the acct reference).
-const ACCT_TICK_ROW: usize = 15;
-const ACCT_APPLY_ROW: usize = 18;
+bench_rows! {
+    empty: Empty, Read, Reads::Other("empty (harness)");
+    floor_ordered: CounterOrdered, Read, Reads::Other(crate::arch::FLOOR_ORDERED);
+    floor_bare: CounterBare, Read, Reads::Other(crate::arch::FLOOR_BARE);
+    sched_clock: SchedClock, Read, Reads::Other("sched_clock()");
+    local_clock: LocalClock, Read, Reads::Other("local_clock()");
+    mono_fast: MonoFast, Read, Reads::Other("ktime_get_mono_fast_ns()");
+    real_fast: RealFast, Read, Reads::Other("ktime_get_real_fast_ns()");
+    ktime_get_ns: KtimeGetNs, Read, Reads::Other("ktime_get_ns()");
+    nmiclock_sched_clock: NmiclockSchedClock, Read, Reads::Other("nmiclock_sched_clock()");
+    latch_ordered_call: LatchOrderedCall, Read, Reads::Clock(&kclock::LATCH_ORDERED, " (call)");
+    latch_ordered: LatchOrdered, Read, Reads::Clock(&kclock::LATCH_ORDERED, "");
+    latch_bare: LatchBare, Read, Reads::Clock(&kclock::LATCH_BARE, "");
+    seqcount_ordered: SeqcountOrdered, Read, Reads::Clock(&kclock::SEQCOUNT_ORDERED, "");
+    seqcount_bare: SeqcountBare, Read, Reads::Clock(&kclock::SEQCOUNT_BARE, "");
+    unprotected_ordered: UnprotectedOrdered, Read, Reads::Clock(&kclock::UNPROTECTED_ORDERED, "");
+    unprotected_bare: UnprotectedBare, Read, Reads::Clock(&kclock::UNPROTECTED_BARE, "");
+    acct_cmpxchg_tick: AcctOp<Cmpxchg, true>, AcctTick, Reads::Other("acct cmpxchg (tick)");
+    acct_irqsave_tick: AcctOp<KernelIrqSave, true>, AcctTick, Reads::Other("acct irqsave (tick)");
+    acct_racy_tick: AcctOp<Racy, true>, AcctTick, Reads::Other("acct racy (tick)");
+    acct_cmpxchg_apply: AcctOp<Cmpxchg, false>, AcctApply, Reads::Other("acct cmpxchg (apply)");
+    acct_irqsave_apply: AcctOp<KernelIrqSave, false>, AcctApply, Reads::Other("acct irqsave (apply)");
+    acct_racy_apply: AcctOp<Racy, false>, AcctApply, Reads::Other("acct racy (apply)");
+    target: TargetRead, Read, Reads::Target;
+}
 
-const NROWS: usize = 22;
+impl RowId {
+    fn row(self) -> Option<&'static Row> {
+        ROWS.get(self as usize)
+    }
+}
 
-/// The last row: the registered target the setting `target` selects,
-/// timed only when it selects one (the bench pins it meanwhile, as a run
-/// does); shown as `target NAME`.
-const TARGET_ROW: usize = NROWS - 1;
-const TARGET_ROW_NAME: &str = "target";
-/// The target index the last bench timed in its target row, or
-/// [`NOT_BENCHED`].
-static TARGET_BENCHED: AtomicUsize = AtomicUsize::new(NOT_BENCHED);
-const NOT_BENCHED: usize = usize::MAX;
-
-/// Whether row `ri` was (or is being) timed: every row but the target's,
+/// Whether `row` was (or is being) timed: every row but the target's,
 /// which only with a registered target selected.
-fn timed_row(ri: usize) -> bool {
-    ri != TARGET_ROW || TARGET_BENCHED.load(Ordering::Relaxed) != NOT_BENCHED
+fn timed(row: &Row) -> bool {
+    !matches!(row.reads, Reads::Target)
+        || BENCH.target_benched.load(Ordering::Relaxed) != NOT_BENCHED
 }
 
-/// A row's name in the table: its own, or for the target row `target
-/// NAME`.
-struct RowName(usize);
+/// A row's name in the table.
+struct RowName<'a>(&'a Row);
 
-impl fmt::Display for RowName {
+impl fmt::Display for RowName<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = ROWS.get(self.0).map_or("?", |r| r.name);
-        if self.0 != TARGET_ROW {
-            return f.pad(name);
-        }
-        let target = crate::registry::Name(TARGET_BENCHED.load(Ordering::Relaxed));
-        f.pad(FmtBuf::<48>::from_fmt(format_args!("{name} {target}")).as_str())
+        let name = match self.0.reads {
+            Reads::Other(name) => return f.pad(name),
+            Reads::Clock(c, suffix) => {
+                FmtBuf::<48>::from_fmt(format_args!("{}/{}{}", c.protection(), c.counter(), suffix))
+            }
+            Reads::Target => FmtBuf::<48>::from_fmt(format_args!(
+                "target {}",
+                crate::registry::Name(BENCH.target_benched.load(Ordering::Relaxed))
+            )),
+        };
+        f.pad(name.as_str())
     }
 }
-
-/// This architecture's names of the counter and clock rows.
-const B: [&str; 8] = crate::arch::BENCH_ROWS;
-
-/// Whether `row` is `prefix` then `counter`, at compile time.
-const fn named(row: &str, prefix: &str, counter: &str) -> bool {
-    let (r, p, c) = (row.as_bytes(), prefix.as_bytes(), counter.as_bytes());
-    if r.len() != p.len() + c.len() {
-        return false;
-    }
-    let mut i = 0;
-    while i < r.len() {
-        let want = if i < p.len() { p[i] } else { c[i - p.len()] };
-        if r[i] != want {
-            return false;
-        }
-        i += 1;
-    }
-    true
-}
-
-// The clock rows must name the counters as the setting `counter` does, or
-// `update_target()` would not find their clocks.
-const _: () = {
-    let [o, b] = [
-        crate::choices::CounterRead::Ordered.const_name(),
-        crate::choices::CounterRead::Bare.const_name(),
-    ];
-    assert!(named(B[2], "latch/", o) && named(B[3], "latch/", b));
-    assert!(named(B[4], "seqcount/", o) && named(B[5], "seqcount/", b));
-    assert!(named(B[6], "unprotected/", o) && named(B[7], "unprotected/", b));
-};
-
-static ROWS: [Row; NROWS] = [
-    row::<Empty>("empty (harness)", Group::Read),
-    row::<CounterOrdered>(B[0], Group::Read),
-    row::<CounterBare>(B[1], Group::Read),
-    row::<SchedClock>("sched_clock()", Group::Read),
-    row::<LocalClock>("local_clock()", Group::Read),
-    row::<MonoFast>("ktime_get_mono_fast_ns()", Group::Read),
-    row::<RealFast>("ktime_get_real_fast_ns()", Group::Read),
-    row::<KtimeGetNs>("ktime_get_ns()", Group::Read),
-    row::<NmiclockSchedClock>("nmiclock_sched_clock()", Group::Read),
-    row::<LatchOrdered>(B[2], Group::Read),
-    row::<LatchBare>(B[3], Group::Read),
-    row::<SeqcountOrdered>(B[4], Group::Read),
-    row::<SeqcountBare>(B[5], Group::Read),
-    row::<UnprotectedOrdered>(B[6], Group::Read),
-    row::<UnprotectedBare>(B[7], Group::Read),
-    row::<AcctOp<Cmpxchg, true>>("acct cmpxchg (tick)", Group::AcctTick),
-    row::<AcctOp<KernelIrqSave, true>>("acct irqsave (tick)", Group::AcctTick),
-    row::<AcctOp<Racy, true>>("acct racy (tick)", Group::AcctTick),
-    row::<AcctOp<Cmpxchg, false>>("acct cmpxchg (apply)", Group::AcctApply),
-    row::<AcctOp<KernelIrqSave, false>>("acct irqsave (apply)", Group::AcctApply),
-    row::<AcctOp<Racy, false>>("acct racy (apply)", Group::AcctApply),
-    row::<TargetRead>(TARGET_ROW_NAME, Group::Read),
-];
 
 /// The phases: without and with the epoch updaters.
 const PHASES: [&str; 2] = ["idle", "updaters"];
@@ -315,99 +363,178 @@ const IDLE: u32 = 0;
 const BUSY: u32 = 1;
 const DONE: u32 = 2;
 
-static STATE: AtomicU32 = AtomicU32::new(IDLE);
+/// The bench's target index when it timed no target.
+const NOT_BENCHED: usize = usize::MAX;
 
-// The run in progress (set by the writer before the readers start).
-static LOOPS: AtomicU32 = AtomicU32::new(0);
-static NRUNS: AtomicU32 = AtomicU32::new(0);
-static UPDATE_NS: AtomicU64 = AtomicU64::new(0);
-static PHASE: AtomicUsize = AtomicUsize::new(0);
-static CPUS: AtomicU32 = AtomicU32::new(0);
-static ELAPSED_MS: AtomicU64 = AtomicU64::new(0);
+/// The readers' rendezvous: a generation-counting barrier.
+struct Barrier {
+    /// Timing readers that meet at it.
+    readers: AtomicU32,
+    /// Readers arrived in this generation.
+    arrived: AtomicU32,
+    generation: AtomicU32,
+}
 
-// The readers' rendezvous: a generation-counting barrier.
-static READERS: AtomicU32 = AtomicU32::new(0);
-static JOINED: AtomicU32 = AtomicU32::new(0);
-static ARRIVED: AtomicU32 = AtomicU32::new(0);
-static GENERATION: AtomicU32 = AtomicU32::new(0);
-/// Kthreads whose updater runs, and timing readers done, in the phase.
-static STARTED: AtomicU32 = AtomicU32::new(0);
-static FINISHED: AtomicU32 = AtomicU32::new(0);
+/// The NMI handler's cost, from a stress run.
+struct NmiCost {
+    /// Whether the run that measured it could start.
+    measured: AtomicBool,
+    /// NMI-context samples timed.
+    samples: AtomicU64,
+    /// Their p50, p99 and max, ns.
+    p50_ns: AtomicU64,
+    p99_ns: AtomicU64,
+    max_ns: AtomicU64,
+}
 
-/// The clock the updaters move (a `kclock` table index, or [`RUNNING`]).
-static UPDATE_TARGET: AtomicUsize = AtomicUsize::new(RUNNING);
+/// The benchmark: its arguments, the readers' meeting points, and what
+/// it measured besides the rows.
+struct Bench {
+    /// [`IDLE`], [`BUSY`] or [`DONE`].
+    state: AtomicU32,
+    /// The arguments of the run in progress (or the last), set before the
+    /// readers start.
+    loops: AtomicU32,
+    nruns: AtomicU32,
+    update_ns: AtomicU64,
+    /// The phase in progress, in [`PHASES`].
+    phase: AtomicUsize,
+    /// CPUs online, and how long it took, ms.
+    cpus: AtomicU32,
+    elapsed_ms: AtomicU64,
+    /// The kernel's tick (`TICK_NSEC`), read once per benchmark.
+    tick_ns: AtomicU64,
+    barrier: Barrier,
+    /// Kthreads whose updater runs, and timing readers done, in the phase.
+    started: AtomicU32,
+    finished: AtomicU32,
+    /// The row being timed ([`RowId`]): what the updaters move.
+    timing: AtomicUsize,
+    /// Sum over the readers of this run's thousandths of a ns per operation.
+    run_sum: AtomicU64,
+    /// The target index the bench timed in its target row, or
+    /// [`NOT_BENCHED`].
+    target_benched: AtomicUsize,
+    /// The NMI handler's cost.
+    nmi: NmiCost,
+    /// Single round trips of the ping-pong row in progress.
+    pingpong_hist: LatHist,
+    /// The two CPUs of the last ping-pong.
+    pingpong_cpus: [AtomicU32; 2],
+}
 
-/// Sum over the readers of this run's thousandths of a ns per operation.
-static RUN_SUM: AtomicU64 = AtomicU64::new(0);
-/// Single-operation costs of the row in progress.
-static HIST: LatHist = LatHist::new();
+static BENCH: Bench = Bench {
+    state: AtomicU32::new(IDLE),
+    loops: AtomicU32::new(0),
+    nruns: AtomicU32::new(0),
+    update_ns: AtomicU64::new(0),
+    phase: AtomicUsize::new(0),
+    cpus: AtomicU32::new(0),
+    elapsed_ms: AtomicU64::new(0),
+    tick_ns: AtomicU64::new(0),
+    barrier: Barrier {
+        readers: AtomicU32::new(0),
+        arrived: AtomicU32::new(0),
+        generation: AtomicU32::new(0),
+    },
+    started: AtomicU32::new(0),
+    finished: AtomicU32::new(0),
+    timing: AtomicUsize::new(RowId::empty as usize),
+    run_sum: AtomicU64::new(0),
+    target_benched: AtomicUsize::new(NOT_BENCHED),
+    nmi: NmiCost {
+        measured: AtomicBool::new(false),
+        samples: AtomicU64::new(0),
+        p50_ns: AtomicU64::new(0),
+        p99_ns: AtomicU64::new(0),
+        max_ns: AtomicU64::new(0),
+    },
+    pingpong_hist: LatHist::new(),
+    pingpong_cpus: [const { AtomicU32::new(0) }; 2],
+};
 
-/// Per row and phase: each run's thousandths of a ns per operation.
-static RUNS: [[[AtomicU64; MAX_NRUNS]; 2]; NROWS] =
-    [const { [const { [const { AtomicU64::new(0) }; MAX_NRUNS] }; 2] }; NROWS];
+/// One ping-pong row: what it plays, and what it measured.
+struct Pingpong {
+    name: &'static str,
+    design: Wake,
+    poll_us: u32,
+    /// Whether it was measured.
+    measured: AtomicBool,
+    /// The median over runs of ns per round trip, thousandths.
+    median_milli: AtomicU64,
+    /// Single round trips' p50, p99 and max, ns.
+    p50_ns: AtomicU64,
+    p99_ns: AtomicU64,
+    max_ns: AtomicU64,
+    /// Polling ns per round trip (both CPUs), thousandths.
+    polled_milli: AtomicU64,
+}
 
-/// Per row and phase: median (thousandths of a ns), p50, p99, max (ns),
-/// the ratio to the reference within each run, median, 10th and 90th
-/// percentile (thousandths), and whether there is a ratio (1).
-static SUMMARY: [[[AtomicU64; 8]; 2]; NROWS] =
-    [const { [const { [const { AtomicU64::new(0) }; 8] }; 2] }; NROWS];
+const fn pingpong(name: &'static str, design: Wake, poll_us: u32) -> Pingpong {
+    Pingpong {
+        name,
+        design,
+        poll_us,
+        measured: AtomicBool::new(false),
+        median_milli: AtomicU64::new(0),
+        p50_ns: AtomicU64::new(0),
+        p99_ns: AtomicU64::new(0),
+        max_ns: AtomicU64::new(0),
+        polled_milli: AtomicU64::new(0),
+    }
+}
 
-/// Single-operation costs of each row, for the phase in progress.
-static HISTS: [LatHist; NROWS] = [const { LatHist::new() }; NROWS];
-
-/// The NMI handler's cost: samples, p50, p99, max (ns); and whether the run
-/// that measured it could start (0: no, 1: yes).
-static NMI: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
-
-/// The ping-pong rows: name, design, poll window in µs. The first,
-/// `sleep`, is their ratio's reference.
-const PINGPONG: [(&str, Wake, u32); 4] = [
-    ("pingpong sleep", Wake::Sleep, 0),
-    ("pingpong poll 10us", Wake::Poll, 10),
-    ("pingpong poll 50us", Wake::Poll, 50),
-    ("pingpong poll 200us", Wake::Poll, 200),
+/// The ping-pong rows. The first, `sleep`, is their ratio's reference.
+static PINGPONG: [Pingpong; 4] = [
+    pingpong("pingpong sleep", Wake::Sleep, 0),
+    pingpong("pingpong poll 10us", Wake::Poll, 10),
+    pingpong("pingpong poll 50us", Wake::Poll, 50),
+    pingpong("pingpong poll 200us", Wake::Poll, 200),
 ];
 
 /// Round trips per ping-pong run.
 const PINGPONG_TRIPS: u32 = 200;
 
-/// Per ping-pong row: median over runs of ns per round trip (thousandths),
-/// p50, p99, max of single round trips (ns), polling ns per round trip
-/// (both CPUs, thousandths), and whether it was measured (1).
-static PINGPONG_SUMMARY: [[AtomicU64; 6]; PINGPONG.len()] =
-    [const { [const { AtomicU64::new(0) }; 6] }; PINGPONG.len()];
-
-/// The two CPUs of the last ping-pong.
-static PINGPONG_CPUS: [AtomicU32; 2] = [const { AtomicU32::new(0) }; 2];
-
 /// Plays every ping-pong row `nruns` times.
 fn measure_pingpong(nruns: usize) -> Result {
-    for (row, (_, design, poll_us)) in PINGPONG_SUMMARY.iter().zip(PINGPONG) {
+    let hist = &BENCH.pingpong_hist;
+    for row in &PINGPONG {
         let mut per_trip = [0u64; MAX_NRUNS];
         let mut polled = 0u64;
-        HIST.clear();
+        hist.clear();
         for slot in per_trip.iter_mut().take(nruns) {
-            let score = kwake::pingpong(design, u64::from(poll_us) * 1_000, PINGPONG_TRIPS, &HIST)?;
+            let score = kwake::pingpong(
+                row.design,
+                u64::from(row.poll_us) * 1_000,
+                PINGPONG_TRIPS,
+                hist,
+            )?;
             *slot = score.total_ns.saturating_mul(1_000) / u64::from(PINGPONG_TRIPS);
             polled = polled.saturating_add(score.polled_ns);
             let (a, b) = score.cpus;
-            PINGPONG_CPUS[0].store(a, Ordering::Relaxed);
-            PINGPONG_CPUS[1].store(b, Ordering::Relaxed);
+            for (c, v) in BENCH.pingpong_cpus.iter().zip([a, b]) {
+                c.store(v, Ordering::Relaxed);
+            }
         }
         let trips = u64::from(PINGPONG_TRIPS) * nruns as u64;
-        let values = [
-            median(per_trip.get_mut(..nruns).unwrap_or(&mut [])),
-            HIST.quantile(500),
-            HIST.quantile(990),
-            HIST.max(),
-            polled.saturating_mul(1_000) / trips.max(1),
-            1,
-        ];
-        for (d, v) in row.iter().zip(values) {
+        for (d, v) in [
+            (
+                &row.median_milli,
+                median(per_trip.get_mut(..nruns).unwrap_or(&mut [])),
+            ),
+            (&row.p50_ns, hist.quantile(500)),
+            (&row.p99_ns, hist.quantile(990)),
+            (&row.max_ns, hist.max()),
+            (
+                &row.polled_milli,
+                polled.saturating_mul(1_000) / trips.max(1),
+            ),
+        ] {
             d.store(v, Ordering::Relaxed);
         }
+        row.measured.store(true, Ordering::Relaxed);
     }
-    HIST.clear();
+    hist.clear();
     Ok(())
 }
 
@@ -415,15 +542,16 @@ fn measure_pingpong(nruns: usize) -> Result {
 /// generation; the others spin (task context, so they let the scheduler
 /// in now and then).
 fn barrier() {
-    let gen = GENERATION.load(Ordering::Acquire);
-    let arrived = ARRIVED.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
-    if arrived >= READERS.load(Ordering::Relaxed) {
-        ARRIVED.store(0, Ordering::Relaxed);
-        GENERATION.store(gen.wrapping_add(1), Ordering::Release);
+    let b = &BENCH.barrier;
+    let gen = b.generation.load(Ordering::Acquire);
+    let arrived = b.arrived.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
+    if arrived >= b.readers.load(Ordering::Relaxed) {
+        b.arrived.store(0, Ordering::Relaxed);
+        b.generation.store(gen.wrapping_add(1), Ordering::Release);
         return;
     }
     let mut spins = 0u32;
-    while GENERATION.load(Ordering::Acquire) == gen {
+    while b.generation.load(Ordering::Acquire) == gen {
         core::hint::spin_loop();
         spins = spins.wrapping_add(1);
         if spins % 4096 == 0 {
@@ -437,20 +565,23 @@ fn barrier() {
 /// `tear_window_ns` fault injection (a benchmark measures the design, not
 /// the injected fault).
 fn updater() -> u64 {
-    let target = match UPDATE_TARGET.load(Ordering::Relaxed) {
-        RUNNING => kclock::running_index(),
-        TARGET_UPDATE => {
-            // The target's own writer step, marked as a run's is (a
-            // target without an update: nothing).
-            crate::target::update_step();
-            return UPDATE_NS.load(Ordering::Relaxed);
+    let reads = ROWS
+        .get(BENCH.timing.load(Ordering::Relaxed))
+        .map(|r| r.reads);
+    match reads {
+        Some(Reads::Clock(c, _)) => {
+            let _ = c.update_epoch(&mut || {});
         }
-        i => i,
-    };
-    if let Some(c) = kclock::CLOCKS.get(target) {
-        let _ = c.update_epoch(&mut || {});
+        // The target's own writer step, marked as a run's is (a target
+        // without an update: nothing).
+        Some(Reads::Target) => crate::target::update_step(),
+        _ => {
+            if let Some(c) = kclock::CLOCKS.get(kclock::running_index()) {
+                let _ = c.update_epoch(&mut || {});
+            }
+        }
     }
-    UPDATE_NS.load(Ordering::Relaxed)
+    BENCH.update_ns.load(Ordering::Relaxed)
 }
 
 /// TSC cycles of the cheapest of many empty pairs of ordered reads: the
@@ -467,26 +598,16 @@ fn timing_overhead() -> u64 {
     })
 }
 
-/// The reference row of a group, for the ratio column.
-fn reference(group: Group) -> usize {
-    match group {
-        Group::Read => SCHED_CLOCK_ROW,
-        Group::AcctTick => ACCT_TICK_ROW,
-        Group::AcctApply => ACCT_APPLY_ROW,
-    }
-}
-
-/// Stores a row's summary for a phase from its runs and its histogram:
+/// Stores `row`'s summary for a phase from its runs and its histogram:
 /// the median over runs, the single operations' quantiles, and the ratio
-/// to its reference row taken within each run, as the median over runs
-/// with the 10th and 90th percentiles (its noise). The reference rows are
-/// summarized with every other row, after the phase.
-fn summarize(ri: usize, group: Group, phase: usize, nruns: usize) {
-    let (Some(runs), Some(base), Some(sum), Some(hist)) = (
-        RUNS.get(ri).and_then(|r| r.get(phase)),
-        RUNS.get(reference(group)).and_then(|r| r.get(phase)),
-        SUMMARY.get(ri).and_then(|r| r.get(phase)),
-        HISTS.get(ri),
+/// to its group's reference taken within each run, as the median over
+/// runs with the 10th and 90th percentiles (its noise). The reference
+/// rows are summarized with every other row, after the phase.
+fn summarize(row: &Row, phase: usize, nruns: usize) {
+    let (Some(runs), Some(base), Some(sum)) = (
+        row.runs.get(phase),
+        row.group.reference().row().and_then(|r| r.runs.get(phase)),
+        row.summary.get(phase),
     ) else {
         return;
     };
@@ -511,19 +632,22 @@ fn summarize(ri: usize, group: Group, phase: usize, nruns: usize) {
             .unwrap_or(0)
     };
     let (lo, hi) = (at(10), at(90));
-    let values = [
-        median(v.get_mut(..nruns).unwrap_or(&mut [])),
-        hist.quantile(500),
-        hist.quantile(990),
-        hist.max(),
-        median(ratios),
-        lo,
-        hi,
-        u64::from(nr > 0),
-    ];
-    for (d, s) in sum.iter().zip(values) {
-        d.store(s, Ordering::Relaxed);
+    let hist = &row.hist;
+    for (d, x) in [
+        (
+            &sum.median_milli,
+            median(v.get_mut(..nruns).unwrap_or(&mut [])),
+        ),
+        (&sum.p50_ns, hist.quantile(500)),
+        (&sum.p99_ns, hist.quantile(990)),
+        (&sum.max_ns, hist.max()),
+        (&sum.ratio, median(ratios)),
+        (&sum.ratio_lo, lo),
+        (&sum.ratio_hi, hi),
+    ] {
+        d.store(x, Ordering::Relaxed);
     }
+    sum.has_ratio.store(nr > 0, Ordering::Relaxed);
 }
 
 /// One CPU's reader, for one phase (a kthread bound to the CPU).
@@ -531,18 +655,15 @@ fn reader(_k: &Kthread, cpu: u32) {
     // CPU hotplug waits while the readers run: the count is stable.
     let online = ffi::cpu::num_online_cpus();
     let n = timing_readers(online);
-    READERS.store(n, Ordering::Relaxed);
-    JOINED.fetch_add(1, Ordering::Relaxed);
+    BENCH.barrier.readers.store(n, Ordering::Relaxed);
     // The timing readers are the first n online CPUs, as refscale's
     // (reader i on CPU i): the same CPUs in every run and boot, so that
-    // its figure and ours are taken on the same CPU. Which reader joined
-    // first, which used to decide, put ours on CPU 0 in one boot and CPU
-    // 1 in the next (0.71 to 1.48 of refscale's figure, three runs).
+    // its figure and ours are taken on the same CPU.
     let me = (0..cpu).filter(|&c| ffi::cpu::online(c)).count() as u32;
     let leader = me == 0;
-    let phase = PHASE.load(Ordering::Relaxed);
-    let loops = LOOPS.load(Ordering::Relaxed).max(1);
-    let nruns = (NRUNS.load(Ordering::Relaxed) as usize).min(MAX_NRUNS);
+    let phase = BENCH.phase.load(Ordering::Relaxed);
+    let loops = BENCH.loops.load(Ordering::Relaxed).max(1);
+    let nruns = (BENCH.nruns.load(Ordering::Relaxed) as usize).min(MAX_NRUNS);
     let (mult, shift) = kclock::conversion_in_use();
     let overhead = timing_overhead();
     // The updater of this CPU: started here, so it fires here.
@@ -554,11 +675,11 @@ fn reader(_k: &Kthread, cpu: u32) {
         None
     };
     if let Some(t) = &timer {
-        t.start(UPDATE_NS.load(Ordering::Relaxed));
+        t.start(BENCH.update_ns.load(Ordering::Relaxed));
     }
     // Every CPU's updater runs before the first row is timed.
-    STARTED.fetch_add(1, Ordering::AcqRel);
-    while STARTED.load(Ordering::Acquire) < online {
+    BENCH.started.fetch_add(1, Ordering::AcqRel);
+    while BENCH.started.load(Ordering::Acquire) < online {
         core::hint::spin_loop();
         ffi::cpu::cond_resched();
     }
@@ -566,7 +687,7 @@ fn reader(_k: &Kthread, cpu: u32) {
         // Not a timing reader: idle (but for the updater) until they are
         // done, as refscale leaves the CPUs without a reader. Waking every
         // 1 ms cost the reader's vCPU 10 % under single-threaded TCG.
-        while FINISHED.load(Ordering::Acquire) < n {
+        while BENCH.finished.load(Ordering::Acquire) < n {
             ffi::cpu::sleep_us(20_000);
         }
         return;
@@ -575,12 +696,12 @@ fn reader(_k: &Kthread, cpu: u32) {
     // Run-major: each run times every row back to back, so that a row and
     // its ratio's reference share the run's conditions.
     for run in 0..nruns {
-        for (ri, row) in ROWS.iter().enumerate() {
-            if !timed_row(ri) {
+        for (id, row) in ROWS.iter().enumerate() {
+            if !timed(row) {
                 continue;
             }
             if leader {
-                UPDATE_TARGET.store(update_target(row), Ordering::Relaxed);
+                BENCH.timing.store(id, Ordering::Relaxed);
             }
             barrier();
             rec.reset(kclock::read().ns);
@@ -601,26 +722,20 @@ fn reader(_k: &Kthread, cpu: u32) {
             } else {
                 ffi::cpu::with_preemption_disabled(timed)
             };
-            RUN_SUM.fetch_add(
+            BENCH.run_sum.fetch_add(
                 ns.saturating_mul(1_000) / u64::from(loops),
                 Ordering::Relaxed,
             );
-            if let Some(hist) = HISTS.get(ri) {
-                ffi::cpu::with_preemption_disabled(|| {
-                    for _ in 0..SINGLES {
-                        let cyc = (row.single)(&rec).saturating_sub(overhead);
-                        hist.record(cyc_to_ns(cyc, mult, shift));
-                    }
-                });
-            }
+            ffi::cpu::with_preemption_disabled(|| {
+                for _ in 0..SINGLES {
+                    let cyc = (row.single)(&rec).saturating_sub(overhead);
+                    row.hist.record(cyc_to_ns(cyc, mult, shift));
+                }
+            });
             barrier();
             if leader {
-                let avg = RUN_SUM.swap(0, Ordering::Relaxed) / u64::from(n.max(1));
-                if let Some(slot) = RUNS
-                    .get(ri)
-                    .and_then(|r| r.get(phase))
-                    .and_then(|r| r.get(run))
-                {
+                let avg = BENCH.run_sum.swap(0, Ordering::Relaxed) / u64::from(n.max(1));
+                if let Some(slot) = row.runs.get(phase).and_then(|r| r.get(run)) {
                     slot.store(avg, Ordering::Relaxed);
                 }
             }
@@ -628,14 +743,12 @@ fn reader(_k: &Kthread, cpu: u32) {
         ffi::cpu::cond_resched();
     }
     if leader {
-        for (ri, row) in ROWS.iter().enumerate() {
-            summarize(ri, row.group, phase, nruns);
-            if let Some(h) = HISTS.get(ri) {
-                h.clear();
-            }
+        for row in &ROWS {
+            summarize(row, phase, nruns);
+            row.hist.clear();
         }
     }
-    FINISHED.fetch_add(1, Ordering::Release);
+    BENCH.finished.fetch_add(1, Ordering::Release);
     // Dropping the timer cancels it.
     drop(timer);
 }
@@ -652,9 +765,8 @@ fn timing_readers(online: u32) -> u32 {
 /// force, nested in the benchmark's activity, whose NMI-context samples
 /// `torture` times.
 fn measure_nmi_handler(stress: &torture::Installed, bench: &Guard) {
-    for a in &NMI {
-        a.store(0, Ordering::Relaxed);
-    }
+    let cost = &BENCH.nmi;
+    cost.measured.store(false, Ordering::Relaxed);
     let Ok(guard) = bench.nest(Activity::Stress) else {
         return;
     };
@@ -668,12 +780,15 @@ fn measure_nmi_handler(stress: &torture::Installed, bench: &Guard) {
     stress.wait_stopped();
     bench.wait_handed_back();
     let h = &torture::NMI_HANDLER_NS;
-    for (a, v) in NMI
-        .iter()
-        .zip([h.count(), h.quantile(500), h.quantile(990), h.max(), 1])
-    {
-        a.store(v, Ordering::Relaxed);
+    for (d, v) in [
+        (&cost.samples, h.count()),
+        (&cost.p50_ns, h.quantile(500)),
+        (&cost.p99_ns, h.quantile(990)),
+        (&cost.max_ns, h.max()),
+    ] {
+        d.store(v, Ordering::Relaxed);
     }
+    cost.measured.store(true, Ordering::Relaxed);
 }
 
 /// Handles a write to `bench`: parses it, runs the benchmark (blocking).
@@ -691,44 +806,49 @@ pub(crate) fn write(stress: &torture::Installed, input: &[u8]) -> Result {
         EINVAL
     })?;
     let guard = Guard::try_begin(Activity::Bench, "bench")?;
-    STATE.store(BUSY, Ordering::Release);
+    BENCH.state.store(BUSY, Ordering::Release);
     let t0 = ffi::time::local_clock();
-    LOOPS.store(args.loops, Ordering::Relaxed);
-    NRUNS.store(args.nruns, Ordering::Relaxed);
-    UPDATE_NS.store(u64::from(args.update_us) * 1_000, Ordering::Relaxed);
-    TICK_NS.store(kacct::min_delta_ns(), Ordering::Relaxed);
-    CPUS.store(ffi::cpu::num_online_cpus(), Ordering::Relaxed);
+    BENCH.loops.store(args.loops, Ordering::Relaxed);
+    BENCH.nruns.store(args.nruns, Ordering::Relaxed);
+    BENCH
+        .update_ns
+        .store(u64::from(args.update_us) * 1_000, Ordering::Relaxed);
+    BENCH
+        .tick_ns
+        .store(kacct::min_delta_ns(), Ordering::Relaxed);
+    BENCH
+        .cpus
+        .store(ffi::cpu::num_online_cpus(), Ordering::Relaxed);
     kclock::start_idle_clocks(&guard);
-    HIST.clear();
-    for h in &HISTS {
-        h.clear();
+    BENCH.pingpong_hist.clear();
+    for row in &ROWS {
+        row.hist.clear();
     }
-    RUN_SUM.store(0, Ordering::Relaxed);
+    BENCH.run_sum.store(0, Ordering::Relaxed);
     // A registered target selected: pinned for the read phases, timed in
     // the last row (a built-in one has its own row already).
     let index = crate::settings::target_index();
     let pin = (index >= crate::registry::BUILTIN.len())
         .then(crate::target::Pinned::selected)
         .and_then(|p| p.ok());
-    TARGET_BENCHED.store(
+    BENCH.target_benched.store(
         if pin.is_some() { index } else { NOT_BENCHED },
         Ordering::Relaxed,
     );
     let mut ret = Ok(());
     for phase in 0..PHASES.len() {
-        PHASE.store(phase, Ordering::Relaxed);
-        JOINED.store(0, Ordering::Relaxed);
-        ARRIVED.store(0, Ordering::Relaxed);
-        STARTED.store(0, Ordering::Relaxed);
-        FINISHED.store(0, Ordering::Relaxed);
+        BENCH.phase.store(phase, Ordering::Relaxed);
+        BENCH.barrier.arrived.store(0, Ordering::Relaxed);
+        BENCH.started.store(0, Ordering::Relaxed);
+        BENCH.finished.store(0, Ordering::Relaxed);
         ret = ffi::kthread::run_on_each_cpu(&reader);
         if ret.is_err() {
             break;
         }
     }
-    UPDATE_TARGET.store(RUNNING, Ordering::Relaxed);
-    for row in &PINGPONG_SUMMARY {
-        row[5].store(0, Ordering::Relaxed);
+    BENCH.timing.store(RowId::empty as usize, Ordering::Relaxed);
+    for row in &PINGPONG {
+        row.measured.store(false, Ordering::Relaxed);
     }
     // The NMI runs pin the target themselves.
     drop(pin);
@@ -739,56 +859,35 @@ pub(crate) fn write(stress: &torture::Installed, input: &[u8]) -> Result {
         measure_nmi_handler(stress, &guard);
         torture::ceiling::measure(stress, &guard);
     }
-    ELAPSED_MS.store(
+    BENCH.elapsed_ms.store(
         ffi::time::local_clock().wrapping_sub(t0) / 1_000_000,
         Ordering::Relaxed,
     );
     match ret {
         Ok(()) => {
-            STATE.store(DONE, Ordering::Release);
+            BENCH.state.store(DONE, Ordering::Release);
             pr_info!(
                 "bench: done in {} ms: loops={} nruns={} update_us={} on {} CPUs; see /sys/kernel/debug/nmiclock/bench\n",
-                ELAPSED_MS.load(Ordering::Relaxed),
+                BENCH.elapsed_ms.load(Ordering::Relaxed),
                 args.loops,
                 args.nruns,
                 args.update_us,
-                CPUS.load(Ordering::Relaxed)
+                BENCH.cpus.load(Ordering::Relaxed)
             );
         }
         Err(e) if e == EINTR => {
-            STATE.store(IDLE, Ordering::Release);
+            BENCH.state.store(IDLE, Ordering::Release);
             pr_info!(
                 "bench: interrupted by a signal after {} ms (at the end of a phase or ping-pong row); no results\n",
-                ELAPSED_MS.load(Ordering::Relaxed)
+                BENCH.elapsed_ms.load(Ordering::Relaxed)
             );
         }
         Err(e) => {
-            STATE.store(IDLE, Ordering::Release);
+            BENCH.state.store(IDLE, Ordering::Release);
             pr_err!("bench: cannot start the readers (error {})\n", e.to_errno());
         }
     }
     ret
-}
-
-fn summary(ri: usize, phase: usize, i: usize) -> u64 {
-    SUMMARY
-        .get(ri)
-        .and_then(|r| r.get(phase))
-        .and_then(|r| r.get(i))
-        .map_or(0, |a| a.load(Ordering::Relaxed))
-}
-
-/// The ratio column of a row: against `sched_clock()` for reads, against
-/// `cmpxchg` in the same mode for acct updates; the median of the ratios
-/// taken within each run, with their 10th and 90th percentiles.
-fn ratio(ri: usize, phase: usize) -> (Option<u64>, Option<(u64, u64)>) {
-    if summary(ri, phase, 7) == 0 {
-        return (None, None);
-    }
-    (
-        Some(summary(ri, phase, 4)),
-        Some((summary(ri, phase, 5), summary(ri, phase, 6))),
-    )
 }
 
 /// A ratio's spread: `lo-hi`, two decimals each.
@@ -825,39 +924,47 @@ impl fmt::Display for Ratio {
 /// Writes the ping-pong rows: the table's columns, the ratio against
 /// `pingpong sleep`, and the polling CPU time per round trip.
 fn show_pingpong(w: &mut impl Write) -> fmt::Result {
-    let get = |r: usize, i: usize| {
-        PINGPONG_SUMMARY
-            .get(r)
-            .and_then(|x| x.get(i))
-            .map_or(0, |a| a.load(Ordering::Relaxed))
-    };
-    if get(0, 5) == 0 {
+    let Some(reference) = PINGPONG
+        .first()
+        .filter(|r| r.measured.load(Ordering::Relaxed))
+    else {
         return writeln!(
             w,
             "pingpong  pingpong: not measured (fewer than two CPUs online)"
         );
-    }
-    for (r, (name, _, _)) in PINGPONG.iter().enumerate() {
+    };
+    let base = reference.median_milli.load(Ordering::Relaxed);
+    for row in &PINGPONG {
+        let [median, p50, p99, max, polled] = [
+            &row.median_milli,
+            &row.p50_ns,
+            &row.p99_ns,
+            &row.max_ns,
+            &row.polled_milli,
+        ]
+        .map(|a| a.load(Ordering::Relaxed));
         writeln!(
             w,
             "{:<9} {:<26} {:>10} {:>8} {:>8} {:>9} {:>7}  poll_ns={} speedup={}x",
             "pingpong",
-            name,
-            Cell::from_fmt(format_args!("{}", Milli(get(r, 0)))),
-            get(r, 1),
-            get(r, 2),
-            get(r, 3),
-            Ratio(ratio_milli(get(r, 0), get(0, 0))),
-            Milli(get(r, 4)),
-            Ratio(ratio_milli(get(0, 0), get(r, 0)))
+            row.name,
+            Cell::from_fmt(format_args!("{}", Milli(median))),
+            p50,
+            p99,
+            max,
+            Ratio(ratio_milli(median, base)),
+            Milli(polled),
+            Ratio(ratio_milli(base, median))
         )?;
     }
+    let [a, b] = BENCH
+        .pingpong_cpus
+        .each_ref()
+        .map(|c| c.load(Ordering::Relaxed));
     writeln!(
         w,
         "# pingpong: {} round trips per run between kthreads on cpu{} and cpu{}, as perf bench sched pipe; median: ns per round trip; ratio: over pingpong sleep's (speedup: its inverse); poll_ns: CPU time both spent polling, per round trip",
-        PINGPONG_TRIPS,
-        PINGPONG_CPUS[0].load(Ordering::Relaxed),
-        PINGPONG_CPUS[1].load(Ordering::Relaxed)
+        PINGPONG_TRIPS, a, b
     )
 }
 
@@ -891,8 +998,9 @@ impl fmt::Display for EnvironmentNote {
 
 /// Writes the `bench` file: the table, then refscale's tables.
 pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
-    let state = STATE.load(Ordering::Acquire);
-    let nruns = NRUNS.load(Ordering::Relaxed) as usize;
+    let state = BENCH.state.load(Ordering::Acquire);
+    let nruns = BENCH.nruns.load(Ordering::Relaxed) as usize;
+    let cpus = BENCH.cpus.load(Ordering::Relaxed);
     match state {
         BUSY => return writeln!(w, "state: running"),
         IDLE => {
@@ -906,12 +1014,12 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
     writeln!(
         w,
         "# nmiclock bench: {} CPUs ({} timing, as refscale), loops={} nruns={} update_us={}, {} ms",
-        CPUS.load(Ordering::Relaxed),
-        timing_readers(CPUS.load(Ordering::Relaxed)),
-        LOOPS.load(Ordering::Relaxed),
+        cpus,
+        timing_readers(cpus),
+        BENCH.loops.load(Ordering::Relaxed),
         nruns,
-        UPDATE_NS.load(Ordering::Relaxed) / 1_000,
-        ELAPSED_MS.load(Ordering::Relaxed)
+        BENCH.update_ns.load(Ordering::Relaxed) / 1_000,
+        BENCH.elapsed_ms.load(Ordering::Relaxed)
     )?;
     writeln!(
         w,
@@ -927,30 +1035,38 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
         "phase", "operation", "median", "p50", "p99", "max", "ratio", "spread"
     )?;
     for (phase, pname) in PHASES.iter().enumerate() {
-        for ri in (0..ROWS.len()).filter(|&ri| timed_row(ri)) {
-            let (ratio, spread) = ratio(ri, phase);
+        for row in ROWS.iter().filter(|r| timed(r)) {
+            let Some(sum) = row.summary.get(phase) else {
+                continue;
+            };
+            let ratio = sum.ratio();
             writeln!(
                 w,
                 "{:<9} {:<26} {:>10} {:>8} {:>8} {:>9} {:>7} {:>11}",
                 pname,
-                RowName(ri),
-                Cell::from_fmt(format_args!("{}", Milli(summary(ri, phase, 0)))),
-                summary(ri, phase, 1),
-                summary(ri, phase, 2),
-                summary(ri, phase, 3),
-                Ratio(ratio),
-                Spread(spread)
+                RowName(row),
+                Cell::from_fmt(format_args!(
+                    "{}",
+                    Milli(sum.median_milli.load(Ordering::Relaxed))
+                )),
+                sum.p50_ns.load(Ordering::Relaxed),
+                sum.p99_ns.load(Ordering::Relaxed),
+                sum.max_ns.load(Ordering::Relaxed),
+                Ratio(ratio.map(|r| r.0)),
+                Spread(ratio.map(|r| r.1))
             )?;
         }
     }
     show_pingpong(w)?;
-    let nmi = |i: usize| NMI.get(i).map_or(0, |a| a.load(Ordering::Relaxed));
-    if nmi(4) == 0 {
+    let cost = &BENCH.nmi;
+    let [samples, p50, p99, max] = [&cost.samples, &cost.p50_ns, &cost.p99_ns, &cost.max_ns]
+        .map(|a| a.load(Ordering::Relaxed));
+    if !cost.measured.load(Ordering::Relaxed) {
         writeln!(
             w,
             "nmi       nmi handler: not measured (a stress run could not start)"
         )?;
-    } else if nmi(0) == 0 {
+    } else if samples == 0 {
         writeln!(
             w,
             "nmi       nmi handler: no NMI-context samples (nmi_source={})",
@@ -960,18 +1076,12 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
         writeln!(
             w,
             "{:<9} {:<26} {:>10} {:>8} {:>8} {:>9} {:>7}",
-            "nmi",
-            "nmi handler (sample)",
-            "-",
-            nmi(1),
-            nmi(2),
-            nmi(3),
-            "-"
+            "nmi", "nmi handler (sample)", "-", p50, p99, max, "-"
         )?;
         writeln!(
             w,
             "# nmi handler: {} NMIs (nmi_source={}) in a 1 s stress run, each timed whole",
-            nmi(0),
+            samples,
             torture::show::source_used()
         )?;
     }
@@ -983,7 +1093,7 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
                 source.name(),
                 v,
                 torture::ceiling::PERIOD_NS / 1_000,
-                CPUS.load(Ordering::Relaxed),
+                cpus,
                 torture::ceiling::RUN_MS
             )?,
             torture::ceiling::Measured::CouldNotStart(errno) => writeln!(
@@ -998,10 +1108,10 @@ pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
     // refscale's format, one table per row and phase, for
     // kvm-recheck-refscale.sh (split per table first).
     for (phase, pname) in PHASES.iter().enumerate() {
-        for ri in (0..ROWS.len()).filter(|&ri| timed_row(ri)) {
-            writeln!(w, "ref-scale: {} {}", pname, RowName(ri))?;
+        for row in ROWS.iter().filter(|r| timed(r)) {
+            writeln!(w, "ref-scale: {} {}", pname, RowName(row))?;
             writeln!(w, "Runs\tTime(ns)")?;
-            let runs = RUNS.get(ri).and_then(|x| x.get(phase));
+            let runs = row.runs.get(phase);
             for (i, v) in runs.into_iter().flatten().take(nruns).enumerate() {
                 writeln!(w, "{}\t{}", i + 1, Milli(v.load(Ordering::Relaxed)))?;
             }

@@ -16,19 +16,10 @@ pub(crate) const NAME: &str = "aarch64";
 /// What the counter is called in messages.
 pub(crate) const COUNTER: &str = "arch timer counter (CNTVCT_EL0)";
 
-/// The bench's rows of the counter reads and of the clocks over them, in
-/// this order: the two bare reads (the floor), then `protection/counter`
-/// for latch, seqcount and unprotected over the ordered and bare counter.
-pub(crate) const BENCH_ROWS: [&str; 8] = [
-    "cntvct_ordered (floor)",
-    "cntvct (floor)",
-    "latch/cntvct_ordered",
-    "latch/cntvct",
-    "seqcount/cntvct_ordered",
-    "seqcount/cntvct",
-    "unprotected/cntvct_ordered",
-    "unprotected/cntvct",
-];
+/// The bench's rows of the bare counter reads, ordered and bare (the
+/// floor under every clock's read).
+pub(crate) const FLOOR_ORDERED: &str = "cntvct_ordered (floor)";
+pub(crate) const FLOOR_BARE: &str = "cntvct (floor)";
 
 /// The setting `counter`'s help line.
 pub(crate) const COUNTER_HELP: &str =

@@ -15,19 +15,10 @@ pub(crate) const NAME: &str = "x86_64";
 /// What the counter is called in messages.
 pub(crate) const COUNTER: &str = "TSC";
 
-/// The bench's rows of the counter reads and of the clocks over them, in
-/// this order: the two bare reads (the floor), then `protection/counter`
-/// for latch, seqcount and unprotected over the ordered and bare counter.
-pub(crate) const BENCH_ROWS: [&str; 8] = [
-    "rdtsc_ordered (floor)",
-    "rdtsc (floor)",
-    "latch/tsc_ordered",
-    "latch/tsc",
-    "seqcount/tsc_ordered",
-    "seqcount/tsc",
-    "unprotected/tsc_ordered",
-    "unprotected/tsc",
-];
+/// The bench's rows of the bare counter reads, ordered and bare (the
+/// floor under every clock's read).
+pub(crate) const FLOOR_ORDERED: &str = "rdtsc_ordered (floor)";
+pub(crate) const FLOOR_BARE: &str = "rdtsc (floor)";
 
 /// The setting `counter`'s help line.
 pub(crate) const COUNTER_HELP: &str = "counter read: ordered (lfence; rdtsc) or bare rdtsc";

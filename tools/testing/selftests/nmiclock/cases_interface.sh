@@ -163,7 +163,7 @@ t_hostile_writes() {
 # was not is given), and there is one refscale-format table per row and
 # phase, with nruns lines. Bad arguments get EINVAL; a config write while
 # it runs, and the benchmark during a stress run, get EBUSY.
-BENCH_ROWS=21
+BENCH_ROWS=22
 t_bench() {
 	wait_clocksource
 	load || { echo "insmod failed"; return 1; }
