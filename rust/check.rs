@@ -23,7 +23,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use kernel::prelude::*;
 
 use crate::activity::{Activity, Guard};
-use crate::counters::{counters, write_cpu_line, write_totals, Shown};
+use crate::counters::{counters, show, write_cpu_line, write_totals};
 use crate::coverage::{Hit, View};
 use crate::ffi;
 use crate::ffi::kthread::Kthread;
@@ -77,19 +77,19 @@ fn parse(input: &[u8]) -> Option<Args> {
 counters! {
     /// One CPU's results, in its own cache line.
     #[repr(align(64))]
-    struct CpuResult, totals Totals, shown Shown {
+    struct CpuResult, totals Totals {
         /// Reads made.
-        reads: "reads", sum, Everywhere;
+        reads: "reads", sum, show::FILE_CPU;
         /// Reads older than the one before, and the largest step back.
-        backwards: "backwards", sum, Everywhere;
-        max_backstep_ns: "max_backstep_ns", max, Everywhere;
+        backwards: "backwards", sum, show::FILE_CPU;
+        max_backstep_ns: "max_backstep_ns", max, show::FILE_CPU;
         /// The largest distance from `local_clock()`'s window, and the
         /// widest window.
-        max_dev_ns: "max_dev_ns", max, Everywhere;
-        max_window_ns: "max_window_ns", max, Everywhere;
+        max_dev_ns: "max_dev_ns", max, show::FILE_CPU;
+        max_window_ns: "max_window_ns", max, show::FILE_CPU;
         /// Reads that met a writer's window, and windows seen inside.
-        window_hits: "window_hits", sum, Everywhere;
-        windows_seen: "windows_seen", sum, Everywhere;
+        window_hits: "window_hits", sum, show::FILE_CPU;
+        windows_seen: "windows_seen", sum, show::FILE_CPU;
     }
 }
 

@@ -38,7 +38,7 @@ use crate::acct::{
 };
 use crate::activity::{Activity, Guard, LastRun};
 use crate::choices::{same, Acct, Choice};
-use crate::counters::{counters, write_cpu_line, write_totals, Shown};
+use crate::counters::{counters, show, write_cpu_line, write_stats, write_totals};
 use crate::ffi;
 use crate::ffi::cpu::Context;
 use crate::ffi::hrtimer::HrTimer;
@@ -108,24 +108,27 @@ pub(crate) const MAX_RUN_MS: u32 = 60_000;
 counters! {
     /// One CPU's counters and record, in their own cache lines.
     #[repr(align(64))]
-    struct AcctSlot, totals pub(crate) Totals, shown Shown {
+    struct AcctSlot, totals pub(crate) Totals, prefix "acct_" {
         /// Updates from task, hard-IRQ and NMI context.
-        task_calls: "task_calls", sum, Everywhere;
-        irq_calls: "irq_calls", sum, Everywhere;
-        nmi_calls: "nmi_calls", sum, Totals;
+        task_calls: "task_calls", sum, show::FILE_CPU;
+        irq_calls: "irq_calls", sum, show::FILE_CPU;
+        nmi_calls: "nmi_calls", sum, 0;
         /// Updates that applied an interval.
-        updates: "updates", sum, Everywhere;
+        updates: "updates", sum, show::FILE_CPU | show::STATS | show::PERCPU | show::EOT;
         /// Updates too soon after the last to apply one.
-        skips: "skips", sum, Totals;
+        skips: "skips", sum, 0;
         /// Updates that lost to another context and skipped.
-        races: "races", sum, Everywhere;
+        races: "races", sum, show::FILE_CPU | show::STATS | show::EOT;
         /// Applied deltas that were negative or covered time already
         /// applied.
-        bad_deltas: "bad_deltas", sum, Everywhere;
+        bad_deltas: "bad_deltas", sum,
+            show::FILE_CPU | show::STATS | show::PERCPU | show::EOT | show::ANOMALY;
         /// Updates that moved `acct_timexpd` back.
-        backwards: "timexpd_backwards", sum, Everywhere;
+        backwards: "timexpd_backwards", sum,
+            show::FILE_CPU | show::STATS | show::PERCPU | show::EOT | show::ANOMALY;
         /// Records whose integrals did not add up.
-        mismatches: "integral_mismatches", sum, Everywhere;
+        mismatches: "integral_mismatches", sum,
+            show::FILE_CPU | show::STATS | show::EOT | show::ANOMALY;
     }
     state {
         rec: AcctRecord = AcctRecord::default();
@@ -240,18 +243,12 @@ pub(crate) fn totals() -> Totals {
         .unwrap_or_else(|| Totals::of(core::iter::empty))
 }
 
-/// Per-CPU `(updates, bad_deltas, timexpd_backwards)`, for `percpu`.
-pub(crate) fn cpu_counts(cpu: u32) -> (u64, u64, u64) {
+/// Writes CPU `cpu`'s counts shown in `percpu`.
+pub(crate) fn write_percpu(w: &mut impl Write, cpu: u32) -> fmt::Result {
     STATE
         .slots
-        .with_cpu(cpu, |s| {
-            (
-                s.updates.load(Ordering::Relaxed),
-                s.bad_deltas.load(Ordering::Relaxed),
-                s.backwards.load(Ordering::Relaxed),
-            )
-        })
-        .unwrap_or((0, 0, 0))
+        .with_cpu(cpu, |s| crate::counters::write_percpu(w, &s.entries()))
+        .unwrap_or(Ok(()))
 }
 
 /// The interrupt side: a pinned hrtimer on each CPU, in hard-IRQ context,
@@ -342,12 +339,7 @@ pub(crate) fn write(input: &[u8]) -> Result {
 
 /// Writes the updater's part of `stats`.
 pub(crate) fn show_stats(w: &mut impl Write) -> fmt::Result {
-    let t = totals();
-    writeln!(w, "acct_updates: {}", t.updates)?;
-    writeln!(w, "acct_races: {}", t.races)?;
-    writeln!(w, "acct_bad_deltas: {}", t.bad_deltas)?;
-    writeln!(w, "acct_timexpd_backwards: {}", t.backwards)?;
-    writeln!(w, "acct_integral_mismatches: {}", t.mismatches)
+    write_stats(w, &totals().entries())
 }
 
 /// Writes the `acct` file: the last run's results, totals then per CPU.

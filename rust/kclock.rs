@@ -58,6 +58,7 @@ use crate::clock::{
     Window, Writer,
 };
 use crate::counter::{mask_for_bits, Counter};
+use crate::counters::{counters, show};
 use crate::coverage::Marker;
 use crate::cyc_ns::{calc_mult_shift, same_rate_pair, NSEC_PER_MSEC};
 use crate::ffi;
@@ -224,18 +225,34 @@ static ACTIVE: Active = Active {
     base_conversion: AtomicU64::new(0),
 };
 
-/// Counters of one CPU, in their own cache line.
-#[repr(align(64))]
-#[derive(Default)]
-struct CpuStats {
-    reads: AtomicU64,
-    retries: AtomicU64,
-    stalls: AtomicU64,
-    epoch_updates: AtomicU64,
-    wrap_overruns: AtomicU64,
-    update_skips: AtomicU64,
-    recalibrations: AtomicU64,
-    conversion_switches: AtomicU64,
+counters! {
+    /// One CPU's counts of the running clock's reads and updates, in
+    /// their own cache line.
+    #[repr(align(64))]
+    struct CpuStats, totals pub(crate) Totals {
+        /// nmiclock's own reads (the exported function counts nothing).
+        reads: "clock_reads", sum, show::STATS | show::PERCPU;
+        /// Retries because a writer moved.
+        retries: "clock_retries", sum, show::STATS;
+        /// Reads that gave up waiting for the writer.
+        stalls: "clock_stalls", sum,
+            show::STATS | show::PERCPU | show::EOT_NMICLOCK | show::ANOMALY;
+        /// Epoch moves by the timer.
+        epoch_updates: "epoch_updates", sum,
+            show::STATS | show::PERCPU | show::EOT_NMICLOCK;
+        /// Moves more than a wrap late, or whose window closed past the
+        /// wrap.
+        wrap_overruns: "wrap_overruns", sum, show::STATS | show::EOT_NMICLOCK;
+        /// Timer runs that found the writer busy.
+        update_skips: "epoch_update_skips", sum, show::STATS;
+        /// `disturb=conversion` switches.
+        conversion_switches: "conversion_switches", sum, show::STATS;
+    }
+    state {
+        /// Switches to the refined counter rate, since load (a run does
+        /// not reset them).
+        recalibrations: AtomicU64 = AtomicU64::new(0);
+    }
 }
 
 fn active() -> Option<&'static dyn ClockSource> {
@@ -692,66 +709,24 @@ pub(crate) fn running_index() -> usize {
 pub(crate) fn reset_stats() {
     let slots = ACTIVE.stats.pin();
     for (_, s) in slots.iter().flat_map(|s| s.iter()) {
-        for c in [
-            &s.reads,
-            &s.retries,
-            &s.stalls,
-            &s.epoch_updates,
-            &s.wrap_overruns,
-            &s.update_skips,
-            &s.conversion_switches,
-        ] {
-            c.store(0, Ordering::Relaxed);
-        }
+        s.reset_counts();
     }
 }
 
-/// Per-CPU counts, for the `percpu` file.
-pub(crate) struct CpuCounts {
-    /// Reads of the clock.
-    pub(crate) reads: u64,
-    /// Reads that gave up waiting for the writer.
-    pub(crate) stalls: u64,
-    /// Epoch updates made.
-    pub(crate) epoch_updates: u64,
-}
-
-/// The counts of CPU `cpu`.
-pub(crate) fn cpu_counts(cpu: u32) -> CpuCounts {
-    let (reads, stalls, epoch_updates) = ACTIVE
+/// Writes CPU `cpu`'s counts shown in `percpu`.
+pub(crate) fn write_percpu(w: &mut impl Write, cpu: u32) -> fmt::Result {
+    ACTIVE
         .stats
-        .with_cpu(cpu, |s| {
-            (
-                s.reads.load(Ordering::Relaxed),
-                s.stalls.load(Ordering::Relaxed),
-                s.epoch_updates.load(Ordering::Relaxed),
-            )
-        })
-        .unwrap_or((0, 0, 0));
-    CpuCounts {
-        reads,
-        stalls,
-        epoch_updates,
-    }
-}
-
-/// Totals over every CPU.
-pub(crate) struct Totals {
-    /// Reads that gave up waiting for the writer.
-    pub(crate) stalls: u64,
-    /// Epoch updates made.
-    pub(crate) epoch_updates: u64,
-    /// Epoch updates that came more than a whole counter wrap late.
-    pub(crate) wrap_overruns: u64,
+        .with_cpu(cpu, |s| crate::counters::write_percpu(w, &s.entries()))
+        .unwrap_or(Ok(()))
 }
 
 /// The totals now.
 pub(crate) fn totals() -> Totals {
-    Totals {
-        stalls: ACTIVE.stats.sum(|s| &s.stalls),
-        epoch_updates: ACTIVE.stats.sum(|s| &s.epoch_updates),
-        wrap_overruns: ACTIVE.stats.sum(|s| &s.wrap_overruns),
-    }
+    ACTIVE
+        .stats
+        .with(|s| Totals::of(|| s.iter().map(|(_, c)| c)))
+        .unwrap_or_else(|| Totals::of(core::iter::empty))
 }
 
 /// The running clock's conversion, to convert counter deltas with.
@@ -781,33 +756,11 @@ pub(crate) fn show_stats(w: &mut impl Write) -> fmt::Result {
         ACTIVE.interval_ns.load(Ordering::Relaxed)
     )?;
     writeln!(w, "now_ns: {now}")?;
-    writeln!(w, "clock_reads: {}", ACTIVE.stats.sum(|s| &s.reads))?;
-    writeln!(w, "clock_retries: {}", ACTIVE.stats.sum(|s| &s.retries))?;
-    writeln!(w, "clock_stalls: {}", ACTIVE.stats.sum(|s| &s.stalls))?;
-    writeln!(
-        w,
-        "epoch_updates: {}",
-        ACTIVE.stats.sum(|s| &s.epoch_updates)
-    )?;
-    writeln!(
-        w,
-        "wrap_overruns: {}",
-        ACTIVE.stats.sum(|s| &s.wrap_overruns)
-    )?;
-    writeln!(
-        w,
-        "epoch_update_skips: {}",
-        ACTIVE.stats.sum(|s| &s.update_skips)
-    )?;
+    crate::counters::write_stats(w, &totals().entries())?;
     writeln!(
         w,
         "recalibrations: {}",
         ACTIVE.stats.sum(|s| &s.recalibrations)
-    )?;
-    writeln!(
-        w,
-        "conversion_switches: {}",
-        ACTIVE.stats.sum(|s| &s.conversion_switches)
     )?;
     writeln!(w, "windows_entered: {}", crate::coverage::windows_entered())
 }

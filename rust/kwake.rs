@@ -59,7 +59,7 @@ use kernel::prelude::*;
 use crate::activity::{Activity, Guard, LastRun};
 use crate::bench::LatHist;
 use crate::choices::{Choice, Wake};
-use crate::counters::{counters, write_cpu_line, write_totals, Shown};
+use crate::counters::{counters, show, write_cpu_line, write_totals};
 use crate::ffi;
 use crate::ffi::hrtimer::HrTimer;
 use crate::ffi::kthread::{Kthread, TaskSlot};
@@ -222,18 +222,18 @@ counters! {
     /// One CPU's waiter: its results of the last run, its waitpoint and
     /// the timer's timestamp.
     #[repr(align(64))]
-    struct Cpu, totals Totals, shown Shown {
+    struct Cpu, totals Totals {
         /// Wake-ups measured; a tick late or more; lost (posted before
         /// the waiter slept, woken by the timeout); late for other reasons.
-        wakeups: "wakeups", sum, Everywhere;
-        late_wakeups: "late_wakeups", sum, Everywhere;
-        lost_wakeups: "lost_wakeups", sum, Everywhere;
-        slow_wakeups: "slow_wakeups", sum, Everywhere;
+        wakeups: "wakeups", sum, show::FILE_CPU;
+        late_wakeups: "late_wakeups", sum, show::FILE_CPU;
+        lost_wakeups: "lost_wakeups", sum, show::FILE_CPU;
+        slow_wakeups: "slow_wakeups", sum, show::FILE_CPU;
         /// The worst latency, ns.
-        max_ns: "max_wake_latency_ns", max, Everywhere;
+        max_ns: "max_wake_latency_ns", max, show::FILE_CPU;
         /// Wake-ups the poll caught, and the time spent polling, ns.
-        poll_wakeups: "poll_wakeups", sum, Everywhere;
-        polled_ns: "polled_ns", sum, Everywhere;
+        poll_wakeups: "poll_wakeups", sum, show::FILE_CPU;
+        polled_ns: "polled_ns", sum, show::FILE_CPU;
     }
     state {
         point: Waitpoint = Waitpoint::default();

@@ -72,7 +72,7 @@ use crate::arch::Ordered;
 use crate::bench::LatHist;
 use crate::clock::{Reading, Window};
 use crate::counter::Counter;
-use crate::counters::counters;
+use crate::counters::{counters, show};
 use crate::coverage::{kernel_hit, Hit, KernelView, View};
 use crate::cyc_ns::{cyc_to_ns, mul_u64_u32_shr};
 use crate::ffi;
@@ -91,79 +91,51 @@ pub(crate) const ERR_SIDE: usize = 40;
 /// Buckets of the tear-error histogram: negative, zero, positive.
 pub(crate) const ERR_BUCKETS: usize = 2 * ERR_SIDE + 1;
 
-/// Which End of test lines a count appears in (`stats` has them all): a
-/// run of nmiclock's clock and one of another target count different
-/// things, and a printk record holds 1024 bytes.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum For {
-    /// Every run's.
-    All,
-    /// Runs of `target=nmiclock`.
-    Nmiclock,
-    /// Runs of another target.
-    Target,
-    /// None: `stats` only.
-    Stats,
-}
-
-impl For {
-    /// Whether the End of test line of a run of `nmiclock` (or not) shows
-    /// it.
-    pub(crate) fn shown(self, nmiclock: bool) -> bool {
-        match self {
-            Self::All => true,
-            Self::Nmiclock => nmiclock,
-            Self::Target => !nmiclock,
-            Self::Stats => false,
-        }
-    }
-}
-
 counters! {
     /// One CPU's counters and previous sample.
-    pub(crate) struct Cpu, totals pub(crate) Sums, shown For {
+    pub(crate) struct Cpu, totals pub(crate) Sums {
         /// Samples taken, any context.
-        samples: "samples", sum, All;
+        samples: "samples", sum, show::STATS | show::PERCPU | show::EOT;
         /// Samples in NMI context.
-        nmi_samples: "nmi_samples", sum, All;
+        nmi_samples: "nmi_samples", sum, show::STATS | show::PERCPU | show::EOT;
         /// Samples that interrupted their own CPU's writer inside its
         /// window, or read while another CPU's was inside one.
-        hits_local: "window_hits_local", sum, All;
-        hits_remote: "window_hits_remote", sum, All;
+        hits_local: "window_hits_local", sum, show::STATS | show::PERCPU | show::EOT;
+        hits_remote: "window_hits_remote", sum, show::STATS | show::PERCPU | show::EOT;
         /// Latch reads in a window, served by the copy not being written.
-        stable_copy: "stable_copy_reads", sum, Nmiclock;
+        stable_copy: "stable_copy_reads", sum, show::STATS | show::EOT_NMICLOCK;
         /// Reads off the exact bound.
-        torn: "torn_reads", sum, Nmiclock;
+        torn: "torn_reads", sum, show::STATS | show::PERCPU | show::EOT_NMICLOCK | show::ANOMALY;
         /// The largest allowance a check took for a late conversion
         /// switch ([`switch_bound`]), ns.
-        max_skew: "max_switch_skew_ns", max, Nmiclock;
+        max_skew: "max_switch_skew_ns", max, show::STATS | show::EOT_NMICLOCK;
         /// Samples whose epoch was more than a wrap old when read (see
         /// [`Reading::late_epoch`]): not checked.
-        late_reads: "wrap_late_reads", sum, Nmiclock;
+        late_reads: "wrap_late_reads", sum, show::STATS | show::EOT_NMICLOCK;
         /// Elapsed times off the reference's.
-        ref_mismatches: "reference_mismatches", sum, All;
+        ref_mismatches: "reference_mismatches", sum, show::STATS | show::PERCPU | show::EOT | show::ANOMALY;
         /// Steps back on this CPU, across CPUs, and the largest on this
         /// CPU, ns.
-        backwards: "backwards", sum, All;
-        cross: "cross_cpu_backwards", sum, All;
-        max_backstep: "max_backstep_ns", max, All;
+        backwards: "backwards", sum, show::STATS | show::PERCPU | show::EOT | show::ANOMALY;
+        cross: "cross_cpu_backwards", sum, show::STATS | show::PERCPU | show::EOT | show::ANOMALY;
+        max_backstep: "max_backstep_ns", max, show::STATS | show::EOT;
         /// Target runs: the largest step back across CPUs, ns.
-        max_cross_backstep: "max_cross_backstep_ns", max, Target;
+        max_cross_backstep: "max_cross_backstep_ns", max, show::STATS | show::EOT_TARGET;
         /// Target runs: steps back within what the target promises.
-        steps_back_allowed: "steps_back_allowed", sum, Target;
+        steps_back_allowed: "steps_back_allowed", sum, show::STATS | show::EOT_TARGET;
         /// Target runs: steps back on one CPU, and across CPUs, that the
         /// target never promised not to take.
-        unpromised_backwards: "unpromised_backwards", sum, Target;
-        unpromised_cross: "unpromised_cross_cpu_backwards", sum, Target;
+        unpromised_backwards: "unpromised_backwards", sum, show::STATS | show::EOT_TARGET;
+        unpromised_cross: "unpromised_cross_cpu_backwards", sum, show::STATS | show::EOT_TARGET;
         /// Target runs: elapsed times off the reference's, on a target that
         /// does not promise its rate; the largest error, ns.
-        unpromised_ref: "unpromised_reference_errors", sum, Target;
-        max_ref_error: "max_reference_error_ns", max, Target;
+        unpromised_ref: "unpromised_reference_errors", sum, show::STATS | show::EOT_TARGET;
+        max_ref_error: "max_reference_error_ns", max, show::STATS | show::EOT_TARGET;
         /// Target runs: reads by the writers, in task context.
-        task_reads: "task_reads", sum, Target;
+        task_reads: "task_reads", sum, show::STATS | show::EOT_TARGET;
         /// Target runs: reads the target said stalled (gave up waiting for
         /// its writer; `NMICLOCK_READ_STALLED`), any context.
-        target_stalls: "target_stalls", sum, Target;
+        target_stalls: "target_stalls", sum, show::STATS | show::EOT_TARGET | show::ANOMALY;
     }
     state {
         /// The last good sample, the base of the next checks, and the

@@ -15,8 +15,9 @@ use core::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use kernel::prelude::*;
 
-use super::checks::{self, For, ERR_BUCKETS, ERR_SIDE, HIST_BUCKETS, NMI_HANDLER_NS};
+use super::checks::{self, ERR_BUCKETS, ERR_SIDE, HIST_BUCKETS, NMI_HANDLER_NS};
 use super::{anomaly, elapsed_ms, expected, period_ns, source, state_name, STRESS};
+use crate::counters::{show, Entry};
 use crate::ffi;
 use crate::fmtbuf::{kernel_display, FmtBuf};
 use crate::kacct;
@@ -123,21 +124,13 @@ impl Totals {
         }
     }
 
-    /// Every anomaly: what makes a run a FAILURE.
+    /// Every anomaly: what makes a run a FAILURE (the counts their
+    /// tables mark [`show::ANOMALY`]).
     fn errors(&self) -> u64 {
-        [
-            self.n.torn,
-            self.n.ref_mismatches,
-            self.n.backwards,
-            self.n.cross,
-            self.n.target_stalls,
-            self.clock.stalls,
-            self.acct.bad_deltas,
-            self.acct.backwards,
-            self.acct.mismatches,
-        ]
-        .iter()
-        .fold(0u64, |a, b| a.wrapping_add(*b))
+        self.n
+            .anomalies()
+            .wrapping_add(self.clock.anomalies())
+            .wrapping_add(self.acct.anomalies())
     }
 
     fn verdict(&self) -> Verdict {
@@ -154,33 +147,37 @@ impl Totals {
     }
 
     /// The counts of the run's own (the clock's and acct's are in `stats`
-    /// already, under the same names), each with the runs it means
-    /// something for: the checks' table, then what is computed here.
-    fn own(&self) -> impl Iterator<Item = (&'static str, u64, For)> {
+    /// already, under the same names): the checks' table, then what is
+    /// computed here.
+    fn own(&self) -> impl Iterator<Item = Entry> {
         let (updates, skips) = target::update_counts();
+        let computed = |key, value, show| Entry {
+            key,
+            stress_key: key,
+            value,
+            show,
+        };
         Iterator::chain(
             self.n.entries().into_iter(),
             [
-                ("samples_expected", self.samples_expected, For::All),
-                ("starved_cpus", self.starved_cpus, For::All),
-                ("target_updates", updates, For::Target),
-                ("target_update_skips", skips, For::Stats),
+                computed(
+                    "samples_expected",
+                    self.samples_expected,
+                    show::STATS | show::EOT,
+                ),
+                computed("starved_cpus", self.starved_cpus, show::STATS | show::EOT),
+                computed("target_updates", updates, show::STATS | show::EOT_TARGET),
+                computed("target_update_skips", skips, show::STATS),
             ],
         )
     }
 
     /// The clock's and the acct updater's counts, for the End of test line.
-    fn theirs(&self) -> [(&'static str, u64, For); 8] {
-        [
-            ("clock_stalls", self.clock.stalls, For::Nmiclock),
-            ("epoch_updates", self.clock.epoch_updates, For::Nmiclock),
-            ("wrap_overruns", self.clock.wrap_overruns, For::Nmiclock),
-            ("acct_updates", self.acct.updates, For::All),
-            ("acct_races", self.acct.races, For::All),
-            ("acct_bad_deltas", self.acct.bad_deltas, For::All),
-            ("acct_timexpd_backwards", self.acct.backwards, For::All),
-            ("acct_integral_mismatches", self.acct.mismatches, For::All),
-        ]
+    fn theirs(&self) -> impl Iterator<Item = Entry> {
+        Iterator::chain(
+            self.clock.entries().into_iter(),
+            self.acct.entries().into_iter(),
+        )
     }
 }
 
@@ -267,9 +264,9 @@ pub(crate) fn end_of_test(why: &str) {
         source_used()
     );
     let nmiclock = target::run_index() == crate::registry::NMICLOCK;
-    for (k, v, f) in Iterator::chain(t.own().into_iter(), t.theirs()) {
-        if f.shown(nmiclock) {
-            let _ = write!(line, " {k}={v}");
+    for e in Iterator::chain(t.own(), t.theirs()) {
+        if show::in_end_of_test(e.show, nmiclock) {
+            let _ = write!(line, " {}={}", e.stress_key, e.value);
         }
     }
     let _ = write!(
@@ -328,8 +325,8 @@ pub(crate) fn stats(w: &mut impl Write) -> fmt::Result {
     writeln!(w, "coverage_cap: {}", super::COVERAGE_CAP)?;
     target::show(w)?;
     writeln!(w, "perf_hw_error: {}", source::perf_hw_error())?;
-    for (k, v, _) in t.own() {
-        writeln!(w, "{k}: {v}")?;
+    for e in t.own().filter(|e| e.is(show::STATS)) {
+        writeln!(w, "{}: {}", e.stress_key, e.value)?;
     }
     writeln!(w, "errors: {}", t.errors())?;
     writeln!(w, "window_hits_needed: {}", hits_needed())?;
@@ -460,31 +457,23 @@ fn section(
     Ok(())
 }
 
-/// Writes `percpu`: one line of counts per CPU.
+/// Writes `percpu`: one line of counts per CPU, those the tables mark
+/// [`show::PERCPU`] (the run's checks, the clock's, acct's), then the
+/// samples expected and the wake-up probe's.
 pub(crate) fn percpu(w: &mut impl Write) -> fmt::Result {
     let cpus = STRESS.cpus.pin();
     for (cpu, c) in cpus.iter().flat_map(|s| s.iter()) {
         if !ffi::cpu::online(cpu) && c.checks.samples.load(Ordering::Relaxed) == 0 {
             continue;
         }
-        let k = kclock::cpu_counts(cpu);
-        let (acct_updates, acct_bad, acct_back) = kacct::cpu_counts(cpu);
-        let x = &c.checks;
+        write!(w, "cpu{cpu}:")?;
+        crate::counters::write_percpu(w, &c.checks.entries())?;
+        write!(w, " samples_expected={}", expected(c))?;
+        kclock::write_percpu(w, cpu)?;
+        kacct::write_percpu(w, cpu)?;
         writeln!(
             w,
-            "cpu{cpu}: samples={} samples_expected={} nmi_samples={} window_hits_local={} window_hits_remote={} torn_reads={} reference_mismatches={} backwards={} cross_cpu_backwards={} clock_reads={} clock_stalls={} epoch_updates={} acct_updates={acct_updates} acct_bad_deltas={acct_bad} acct_timexpd_backwards={acct_back} wakeups={} late_wakeups={} max_wake_latency_ns={}",
-            x.samples.load(Ordering::Relaxed),
-            expected(c),
-            x.nmi_samples.load(Ordering::Relaxed),
-            x.hits_local.load(Ordering::Relaxed),
-            x.hits_remote.load(Ordering::Relaxed),
-            x.torn.load(Ordering::Relaxed),
-            x.ref_mismatches.load(Ordering::Relaxed),
-            x.backwards.load(Ordering::Relaxed),
-            x.cross.load(Ordering::Relaxed),
-            k.reads,
-            k.stalls,
-            k.epoch_updates,
+            " wakeups={} late_wakeups={} max_wake_latency_ns={}",
             c.wake.wakeups.load(Ordering::Relaxed),
             c.wake.late_wakeups.load(Ordering::Relaxed),
             c.wake.max_wake_ns.load(Ordering::Relaxed),
