@@ -148,6 +148,12 @@ struct ActivityState {
     last_run: LastRun,
     /// The kernel's tick (`TICK_NSEC`), the smallest delta applied: read once.
     min_delta_ns: AtomicU64,
+    /// The strategy of the run in progress (or the last: this activity's
+    /// or a stress run's), its [`Choice::index`], set when it starts.
+    strategy: AtomicU32,
+    /// The task side's pause inside its update, ns, set when a run of
+    /// this activity starts.
+    pause_ns: AtomicU32,
 }
 
 static STATE: ActivityState = ActivityState {
@@ -157,7 +163,20 @@ static STATE: ActivityState = ActivityState {
     run_cpus: AtomicU32::new(0),
     last_run: LastRun::new(),
     min_delta_ns: AtomicU64::new(0),
+    strategy: AtomicU32::new(0),
+    pause_ns: AtomicU32::new(0),
 };
+
+/// Makes `acct` the strategy of the updates from now on (a run starting,
+/// before its updates).
+pub(crate) fn use_strategy(acct: Acct) {
+    STATE.strategy.store(acct.index() as u32, Ordering::Relaxed);
+}
+
+/// The strategy of the run in progress.
+fn strategy() -> Acct {
+    Acct::from_index(STATE.strategy.load(Ordering::Relaxed) as usize).unwrap_or(Acct::FIRST)
+}
 
 fn inc(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
@@ -183,7 +202,7 @@ pub(crate) fn update_here(ctx: Context, pause_ns: u32) -> Option<(Outcome, Verdi
         });
         let (rss, vm) = inputs(&slot.rec);
         let o = update_with(
-            settings::choice::<Acct>(),
+            strategy(),
             &slot.rec,
             Update {
                 now: || kclock::read().ns,
@@ -271,7 +290,7 @@ fn worker(k: &Kthread, _cpu: u32) {
     let end = ffi::time::local_clock().wrapping_add(duration);
     let mut n: u64 = 0;
     while (ffi::time::local_clock().wrapping_sub(end) as i64) < 0 {
-        update_here(Context::Task, settings::number(Key::TearWindowNs));
+        update_here(Context::Task, STATE.pause_ns.load(Ordering::Relaxed));
         n = n.wrapping_add(1);
         if n % 64 == 0 {
             if k.should_stop() {
@@ -318,6 +337,10 @@ pub(crate) fn write(input: &[u8]) -> Result {
     };
     let _guard = Guard::try_begin(Activity::Acct, "acct")?;
     reset();
+    use_strategy(settings::choice::<Acct>());
+    STATE
+        .pause_ns
+        .store(settings::number(Key::TearWindowNs), Ordering::Relaxed);
     STATE
         .run_ns
         .store(u64::from(ms) * 1_000_000, Ordering::Relaxed);
@@ -345,7 +368,7 @@ pub(crate) fn show_stats(w: &mut impl Write) -> fmt::Result {
 /// Writes the `acct` file: the last run's results, totals then per CPU.
 pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
     let running = crate::activity::current() == Some(Activity::Acct);
-    writeln!(w, "acct: {}", settings::choice::<Acct>().name())?;
+    writeln!(w, "acct: {}", strategy().name())?;
     writeln!(w, "state: {}", if running { "running" } else { "idle" })?;
     writeln!(w, "runs: {}", STATE.runs.load(Ordering::Relaxed))?;
     writeln!(

@@ -197,6 +197,9 @@ struct Active {
     active: AtomicUsize,
     /// Its epoch timer's period, ns.
     interval_ns: AtomicU64,
+    /// Its writers' pause inside each update (`tear_window_ns`), taken
+    /// when it was built.
+    tear_window_ns: AtomicU32,
     /// Counter rate (kHz) the running conversion was computed from.
     counter_khz: AtomicU32,
     /// Each CPU's counts of its reads and updates.
@@ -217,6 +220,7 @@ struct Active {
 static ACTIVE: Active = Active {
     active: AtomicUsize::new(usize::MAX),
     interval_ns: AtomicU64::new(0),
+    tear_window_ns: AtomicU32::new(0),
     counter_khz: AtomicU32::new(0),
     stats: PerCpu::new(),
     switches: SwitchLog::new(),
@@ -401,7 +405,7 @@ pub(crate) fn update_epoch() {
     let Some(clock) = active() else {
         return;
     };
-    let pause = settings::number(Key::TearWindowNs);
+    let pause = ACTIVE.tear_window_ns.load(Ordering::Relaxed);
     let mut w = Announcing {
         marker: Marker::here(pause),
         announced: false,
@@ -490,7 +494,7 @@ pub(crate) fn switch_conversion() {
         (bm, bs)
     };
     note_conversion(mult, shift);
-    let pause = settings::number(Key::TearWindowNs);
+    let pause = ACTIVE.tear_window_ns.load(Ordering::Relaxed);
     let done = switch_to(clock, mult, shift, pause);
     if done {
         ACTIVE
@@ -593,7 +597,8 @@ fn switch_to_selected(from: Origin) -> Result<u64> {
         return Err(ENODEV);
     };
     // A reader may wait for the writer's two pauses and some slack.
-    let window = u64::from(settings::number(Key::TearWindowNs));
+    let pause = settings::number(Key::TearWindowNs);
+    let window = u64::from(pause);
     clock.set_wait_budget_ns(WAIT_BUDGET_NS + 2 * window);
     // The publish runs with interrupts off, as `sched_clock_register()`'s
     // does: a writer preempted, or held up by an interrupt, inside it
@@ -619,6 +624,7 @@ fn switch_to_selected(from: Origin) -> Result<u64> {
     let interval = epoch_interval_ns(&ms, mask);
     ACTIVE.counter_khz.store(khz, Ordering::Relaxed);
     ACTIVE.interval_ns.store(interval, Ordering::Relaxed);
+    ACTIVE.tear_window_ns.store(pause, Ordering::Relaxed);
     ACTIVE
         .base_conversion
         .store(packed(ms.mult, ms.shift), Ordering::Relaxed);

@@ -385,6 +385,109 @@ impl Values {
             slot.store(*v, Ordering::Relaxed);
         }
     }
+
+    /// What a choice setting holds in this set.
+    fn choice<C: Chosen>(&self) -> C {
+        let v = self.0.get(C::KEY as usize).copied().unwrap_or(0);
+        C::from_index(v as usize).unwrap_or(C::FIRST)
+    }
+}
+
+/// The settings one stress run uses, taken once when it starts
+/// ([`RunSettings::now`]): typed, with their units, owned by the run
+/// (nothing it does reads the settings in force), and what its End of
+/// test line shows. The clock's own settings (`clock`, `counter`,
+/// `counter_bits`) are the running clock's, taken when it was built.
+#[derive(Clone, Copy)]
+pub(crate) struct RunSettings {
+    /// The writers' pause inside each update, ns (the clock's, taken
+    /// when the clock was built, is the same: `config` cannot change it
+    /// during a run).
+    pub(crate) tear_window_ns: u32,
+    /// The acct update the writers and samples make.
+    pub(crate) acct: Acct,
+    /// Where the samples come from, and their period per CPU, ns.
+    pub(crate) nmi_source: NmiSource,
+    pub(crate) period_ns: u64,
+    /// The writers' pause between updates, us (0: back to back).
+    pub(crate) update_us: u32,
+    /// How long the run lasts, ns, and when it ends.
+    pub(crate) duration_ns: u64,
+    pub(crate) until: Until,
+    /// Window hits a run without anomaly needs (0: the default for its
+    /// target).
+    pub(crate) min_window_hits: u32,
+    /// What the writers do besides moving the epoch.
+    pub(crate) disturb: Disturb,
+    /// What the run reads: the target's index ([`crate::target`]).
+    pub(crate) target: usize,
+    /// Stop the kernel's tracing at the first anomaly.
+    pub(crate) trace_on_anomaly: bool,
+    /// Every setting as it was, for the End of test line.
+    shown: Values,
+}
+
+impl RunSettings {
+    /// The settings in force now, as a run's.
+    pub(crate) fn now() -> Self {
+        Self::of(Values::now())
+    }
+
+    /// The settings `v` holds.
+    fn of(v: Values) -> Self {
+        let n = |k| v.number(k);
+        Self {
+            tear_window_ns: n(Key::TearWindowNs),
+            acct: v.choice(),
+            nmi_source: v.choice(),
+            period_ns: u64::from(n(Key::PeriodUs)).saturating_mul(1_000),
+            update_us: n(Key::UpdateUs),
+            duration_ns: u64::from(n(Key::DurationS)).saturating_mul(1_000_000_000),
+            until: v.choice(),
+            min_window_hits: n(Key::MinWindowHits),
+            disturb: v.choice(),
+            target: v.0.get(Key::Target as usize).copied().unwrap_or(0) as usize,
+            trace_on_anomaly: n(Key::TraceOnAnomaly) != 0,
+            shown: v,
+        }
+    }
+}
+
+/// Where a run keeps its settings: set when it starts, while nothing reads
+/// them, then read by its parts in task and hard-IRQ context.
+pub(crate) struct RunSettingsCell([AtomicU32; SPECS.len()]);
+
+impl RunSettingsCell {
+    pub(crate) const fn new() -> Self {
+        Self([const { AtomicU32::new(0) }; SPECS.len()])
+    }
+
+    /// Keeps `s`.
+    pub(crate) fn set(&self, s: &RunSettings) {
+        for (slot, v) in self.0.iter().zip(s.shown.0.iter()) {
+            slot.store(*v, Ordering::Relaxed);
+        }
+    }
+
+    /// The settings kept.
+    pub(crate) fn get(&self) -> RunSettings {
+        let mut v = [0; SPECS.len()];
+        for (out, slot) in v.iter_mut().zip(self.0.iter()) {
+            *out = slot.load(Ordering::Relaxed);
+        }
+        RunSettings::of(Values(v))
+    }
+}
+
+/// Every setting of the run as ` key=value` pairs on one line, as
+/// [`Inline`] shows the settings in force.
+impl fmt::Display for RunSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, s) in SPECS.iter().enumerate() {
+            write!(f, " {}={}", s.key, Value(i, Some(&self.shown)))?;
+        }
+        Ok(())
+    }
 }
 
 /// What a `config` write changed, to [`Change::undo`] if what it implies
@@ -527,14 +630,17 @@ pub(crate) fn split(input: &[u8]) -> Result<Pairs<'_>> {
 
 // ---- rendering ----------------------------------------------------------------------
 
-/// The value of setting `index` as text.
-struct Value(usize);
+/// The value of setting `index` as text: in the set given, or in force.
+struct Value<'a>(usize, Option<&'a Values>);
 
-impl fmt::Display for Value {
+impl fmt::Display for Value<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let v = VALUES_NOW
-            .get(self.0)
-            .map_or(0, |v| v.load(Ordering::Relaxed));
+        let v = match self.1 {
+            Some(values) => values.0.get(self.0).copied().unwrap_or(0),
+            None => VALUES_NOW
+                .get(self.0)
+                .map_or(0, |v| v.load(Ordering::Relaxed)),
+        };
         match SPECS.get(self.0).map(|s| &s.kind) {
             Some(Kind::Names(names)) => f.write_str(names.get(v as usize).copied().unwrap_or("?")),
             Some(Kind::Target(_)) => crate::registry::write_name(f, v as usize),
@@ -576,7 +682,7 @@ impl fmt::Display for Keys {
 /// Writes every setting as a `key: value` line (`config`, `stats`).
 pub(crate) fn show(w: &mut impl Write) -> fmt::Result {
     for (i, s) in SPECS.iter().enumerate() {
-        writeln!(w, "{}: {}", s.key, Value(i))?;
+        writeln!(w, "{}: {}", s.key, Value(i, None))?;
     }
     Ok(())
 }
@@ -588,7 +694,7 @@ pub(crate) struct Inline;
 impl fmt::Display for Inline {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, s) in SPECS.iter().enumerate() {
-            write!(f, " {}={}", s.key, Value(i))?;
+            write!(f, " {}={}", s.key, Value(i, None))?;
         }
         Ok(())
     }

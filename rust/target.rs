@@ -340,8 +340,13 @@ impl Pinned {
     /// registered target is gone, `EBUSY` if its module is going away (one
     /// log line each).
     pub(crate) fn selected() -> Result<Self> {
+        Self::of(settings::target_index())
+    }
+
+    /// Pins target `index` (a run's, as its settings hold it), as
+    /// [`Pinned::selected`] does.
+    pub(crate) fn of(index: usize) -> Result<Self> {
         let l = Locked::new();
-        let index = settings::target_index();
         RUN.updates.store(0, Ordering::Relaxed);
         RUN.update_skips.store(0, Ordering::Relaxed);
         RUN.has_update.store(false, Ordering::Relaxed);

@@ -53,7 +53,7 @@ use crate::fmtbuf::kernel_display;
 use crate::kacct;
 use crate::kclock;
 use crate::percpu::{BoxSlot, PerCpu};
-use crate::settings::{self, Key};
+use crate::settings;
 use crate::target;
 
 pub(crate) use checks::NMI_HANDLER_NS;
@@ -131,6 +131,9 @@ struct RunState {
     ceiling_period_ns: AtomicU64,
     /// The run in progress, if any.
     run: BoxSlot<Run>,
+    /// The settings of the run in progress (or the last), taken when it
+    /// started.
+    settings: settings::RunSettingsCell,
     /// Whether the run in progress is one of the bench's own (its guard is
     /// nested in the bench's): only the bench, a target being unregistered or
     /// the module's unload stop it.
@@ -148,8 +151,14 @@ static STRESS: RunState = RunState {
     ceiling_source: AtomicU32::new(0),
     ceiling_period_ns: AtomicU64::new(0),
     run: BoxSlot::new(),
+    settings: settings::RunSettingsCell::new(),
     bench_owns_run: AtomicBool::new(false),
 };
+
+/// The settings of the run in progress (or the last).
+pub(crate) fn run_settings() -> settings::RunSettings {
+    STRESS.settings.get()
+}
 /// Run states, in `STRESS.state`.
 #[derive(Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
@@ -262,9 +271,8 @@ pub(crate) struct CeilingRate {
 /// target than `nmiclock`, it calls a registered target's update instead,
 /// and reads the target in task context.
 fn writer(k: &Kthread) {
-    let update_us = settings::number(Key::UpdateUs);
-    let window = settings::number(Key::TearWindowNs);
-    let disturb = settings::choice::<Disturb>();
+    let s = run_settings();
+    let (update_us, window, disturb) = (s.update_us, s.tear_window_ns, s.disturb);
     let start = STRESS.start_ns.load(Ordering::Relaxed);
     let kind = target::run_kind();
     let mut n: u64 = 0;
@@ -432,7 +440,7 @@ impl Drop for Run {
 /// once `duration_s` has passed; with `until=verdict`, once the verdict is
 /// certain; with `until=coverage`, at an anomaly, or once `duration_s` has
 /// passed and the window hits are met, or at the cap.
-fn monitor(stopper: &Work) -> u64 {
+fn monitor(stopper: &Work, s: &settings::RunSettings) -> u64 {
     if !live() {
         return 0;
     }
@@ -456,8 +464,8 @@ fn monitor(stopper: &Work) -> u64 {
     }
     let elapsed = ffi::time::local_clock().saturating_sub(STRESS.start_ns.load(Ordering::Relaxed));
     series::record(elapsed, || totals);
-    let duration = u64::from(settings::number(Key::DurationS)) * 1_000_000_000;
-    let reason = match settings::choice::<Until>() {
+    let duration = s.duration_ns;
+    let reason = match s.until {
         Until::Verdict if elapsed < duration => match verdict {
             show::Verdict::Failure => Some(Reason::Anomaly),
             show::Verdict::Success => Some(Reason::Coverage),
@@ -484,23 +492,25 @@ fn monitor(stopper: &Work) -> u64 {
 
 /// Sets up the sources, writers and timers of a run.
 fn build(guard: Guard, stopper: &Arc<Work>) -> Result<KBox<Run>> {
-    let target = target::Pinned::selected()?;
+    let s = run_settings();
+    let target = target::Pinned::of(s.target)?;
     let ceiling = STRESS.ceiling.load(Ordering::Relaxed);
     let period_ns = if ceiling {
         STRESS.ceiling_period_ns.load(Ordering::Relaxed)
     } else {
-        u64::from(settings::number(Key::PeriodUs)) * 1_000
+        s.period_ns
     };
     STRESS.period_ns.store(period_ns, Ordering::Relaxed);
     let stopper = stopper.clone();
-    let deadline = HrTimer::new(move || monitor(&stopper))?;
+    let deadline = HrTimer::new(move || monitor(&stopper, &s))?;
     let (source, part) = if ceiling {
-        let s = source::from_u32(STRESS.ceiling_source.load(Ordering::Relaxed)).ok_or(EINVAL)?;
-        source::start_exactly(s, period_ns)?
+        let c = source::from_u32(STRESS.ceiling_source.load(Ordering::Relaxed)).ok_or(EINVAL)?;
+        source::start_exactly(c, period_ns)?
     } else {
-        source::choose_and_start(period_ns)?
+        source::choose_and_start(s.nmi_source, period_ns)?
     };
-    let trace = if settings::number(Key::TraceOnAnomaly) != 0 {
+    kacct::use_strategy(s.acct);
+    let trace = if s.trace_on_anomaly {
         let Some(i) = ffi::trace::Instance::get() else {
             pr_err!("start: trace_on_anomaly=1: cannot get the trace instance nmiclock\n");
             return Err(ENOMEM);
@@ -633,6 +643,7 @@ impl Installed {
         STRESS
             .bench_owns_run
             .store(guard.is_nested(), Ordering::Relaxed);
+        STRESS.settings.set(&settings::RunSettings::now());
         reset_counters();
         checks::start_run();
         series::reset();
@@ -662,7 +673,7 @@ impl Installed {
                 pr_info!(
                     "start: nmi_source in use: {};{}\n",
                     source::in_use().map_or("?", |s| s.name()),
-                    kernel_display!(settings::Inline)
+                    kernel_display!(run_settings())
                 );
                 Ok(())
             }

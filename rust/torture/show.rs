@@ -23,7 +23,6 @@ use crate::fmtbuf::{kernel_display, FmtBuf};
 use crate::kacct;
 use crate::kclock;
 use crate::lines::split_at_field;
-use crate::settings::{self, Key};
 use crate::target;
 
 /// One log line (printk takes one string).
@@ -80,8 +79,9 @@ pub(crate) fn hits_needed() -> u64 {
         target::Kind::Kernel => KERNEL_HITS_PER_SECOND,
         _ => HITS_PER_SECOND,
     };
-    match settings::number(Key::MinWindowHits) {
-        0 => per_second.saturating_mul(u64::from(settings::number(Key::DurationS))),
+    let s = super::run_settings();
+    match s.min_window_hits {
+        0 => per_second.saturating_mul(s.duration_ns / 1_000_000_000),
         n => u64::from(n),
     }
 }
@@ -260,7 +260,7 @@ pub(crate) fn end_of_test(why: &str) {
     let _ = write!(
         line,
         "{} nmi_source_used={}",
-        settings::Inline,
+        super::run_settings(),
         source_used()
     );
     let nmiclock = target::run_index() == crate::registry::NMICLOCK;

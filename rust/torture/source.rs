@@ -25,7 +25,6 @@ use crate::ffi;
 use crate::ffi::cpu::Context;
 use crate::ffi::hrtimer::HrTimer;
 use crate::ffi::nmi::{NmiHandler, NmiIpi, PerfEvent, PerfKind};
-use crate::settings;
 
 /// A source the run can use.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -242,12 +241,12 @@ pub(crate) fn perf_hw_error() -> i32 {
     SOURCES.perf_hw_error.load(Ordering::Relaxed)
 }
 
-/// Chooses the run's source from the setting (resolving `auto`: a probe
+/// Chooses the run's source from its setting (resolving `auto`: a probe
 /// counter on this CPU tells whether there is a PMU) and starts its
 /// run-wide part. Logs why when it cannot.
-pub(crate) fn choose_and_start(period_ns: u64) -> Result<(Source, RunPart)> {
+pub(crate) fn choose_and_start(setting: NmiSource, period_ns: u64) -> Result<(Source, RunPart)> {
     SOURCES.perf_hw_error.store(0, Ordering::Relaxed);
-    let (source, auto) = match settings::choice::<NmiSource>() {
+    let (source, auto) = match setting {
         NmiSource::Auto => (Source::PerfHw, true),
         NmiSource::PerfHw => (Source::PerfHw, false),
         NmiSource::PerfSw => (Source::PerfSw, false),
