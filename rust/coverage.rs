@@ -91,9 +91,9 @@ static MARKS: Marks = Marks {
 };
 
 /// The marks' per-CPU slots, installed at load; dropping it removes them.
-pub(crate) struct Installed(());
+pub(crate) struct MarkSlots(());
 
-impl Installed {
+impl MarkSlots {
     /// Installs the slots.
     pub(crate) fn new() -> Result<Self> {
         MARKS.slots.install(Slot::default)?;
@@ -101,7 +101,7 @@ impl Installed {
     }
 }
 
-impl Drop for Installed {
+impl Drop for MarkSlots {
     fn drop(&mut self) {
         MARKS.slots.uninstall();
     }

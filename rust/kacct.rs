@@ -303,9 +303,9 @@ fn worker(k: &Kthread, _cpu: u32) {
 }
 
 /// The updater's per-CPU state, installed at load. Dropping it frees it.
-pub(crate) struct Installed(());
+pub(crate) struct AcctSlots(());
 
-impl Installed {
+impl AcctSlots {
     /// Installs the records.
     pub(crate) fn new() -> Result<Self> {
         STATE
@@ -316,7 +316,7 @@ impl Installed {
     }
 }
 
-impl Drop for Installed {
+impl Drop for AcctSlots {
     fn drop(&mut self) {
         STATE.slots.uninstall();
     }

@@ -764,7 +764,7 @@ fn timing_readers(online: u32) -> u32 {
 /// Times the NMI handler: a one-second stress run with the settings in
 /// force, nested in the benchmark's activity, whose NMI-context samples
 /// `torture` times.
-fn measure_nmi_handler(stress: &torture::Installed, bench: &Guard) {
+fn measure_nmi_handler(stress: &torture::Stress, bench: &Guard) {
     let cost = &BENCH.nmi;
     cost.measured.store(false, Ordering::Relaxed);
     let Ok(guard) = bench.nest(Activity::Stress) else {
@@ -796,7 +796,7 @@ fn measure_nmi_handler(stress: &torture::Installed, bench: &Guard) {
 /// runs then. A signal ends it at the end of the phase or ping-pong row in
 /// progress (the readers do not poll), with `EINTR` and no results; one
 /// that comes during the NMI runs at its end lets it finish.
-pub(crate) fn write(stress: &torture::Installed, input: &[u8]) -> Result {
+pub(crate) fn write(stress: &torture::Stress, input: &[u8]) -> Result {
     let args = parse_args(input).map_err(|e| {
         pr_err!(
             "bench: bad argument '{}'; want {}\n",

@@ -133,7 +133,7 @@ const CONVERSION_RANGE_MS: u32 = 3_600_000;
 const WAIT_BUDGET_NS: u64 = 50_000;
 
 /// What an epoch update costs the epoch timer in hard-IRQ besides its
-/// pauses, as [`check_settings`] counts it: a tenth of the shortest period,
+/// pauses, as [`validate_settings`] counts it: a tenth of the shortest period,
 /// so that `tear_window_ns=0` is valid at every counter width and rate.
 const UPDATE_SLACK_NS: u64 = MIN_INTERVAL_NS / 10;
 
@@ -163,7 +163,7 @@ fn epoch_interval_ns(ms: &crate::cyc_ns::MultShift, mask: u64) -> u64 {
 /// with interrupts off about half the time. `EINVAL` and one log line
 /// naming the settings and what would be valid. A counter without a rate
 /// passes here: starting the clock refuses it.
-pub(crate) fn check_settings(v: &settings::Values) -> Result {
+pub(crate) fn validate_settings(v: &settings::Values) -> Result {
     if v.number(Key::TraceOnAnomaly) != 0 && !ffi::trace::available() {
         pr_err!("trace_on_anomaly=1: this kernel has no tracing (CONFIG_TRACING)\n");
         return Err(EINVAL);

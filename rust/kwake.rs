@@ -279,9 +279,9 @@ static STATE: ActivityState = ActivityState {
 };
 
 /// The `wake` activity's per-CPU state, installed at load.
-pub(crate) struct Installed(());
+pub(crate) struct WakeSlots(());
 
-impl Installed {
+impl WakeSlots {
     /// Installs the per-CPU state.
     pub(crate) fn new() -> Result<Self> {
         STATE.cpus.install(Cpu::default)?;
@@ -289,7 +289,7 @@ impl Installed {
     }
 }
 
-impl Drop for Installed {
+impl Drop for WakeSlots {
     fn drop(&mut self) {
         STATE.cpus.uninstall();
     }

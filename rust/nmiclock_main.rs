@@ -44,7 +44,7 @@
 //! above [`target`], [`kclock`] and [`kacct`].
 //! - debugfs, root-only, under `/sys/kernel/debug/nmiclock/` (see
 //!   [`create_files`]): `stats`, `config`, `control`, `histogram`,
-//!   `percpu`, `anomalies` ([`torture`]), `check` ([`check`]), `acct`
+//!   `percpu`, `anomalies` ([`torture`]), `check` ([`kcheck`]), `acct`
 //!   ([`kacct`]), `bench` ([`kbench`]), `wake` ([`kwake`]); the last four
 //!   block their writer, and a signal (Ctrl-C) ends them early with
 //!   `EINTR` ([`ffi::kthread::run_on_each_cpu`]).
@@ -113,10 +113,10 @@ pub mod spin;
 
 mod activity;
 mod arch;
-mod check;
 mod choices;
 mod counters;
 mod coverage;
+mod kcheck;
 // Every FFI call, wrapped in safe types.
 #[allow(unsafe_code)]
 mod ffi;
@@ -177,7 +177,7 @@ static STATS_READS: AtomicU64 = AtomicU64::new(0);
 /// rebuilder (for `config`) and the stress run (for `control` and `bench`).
 struct Shared {
     rebuilder: kclock::Rebuilder,
-    stress: Arc<torture::Installed>,
+    stress: Arc<torture::Stress>,
 }
 
 /// Renders `stats`: one `key: value` per line, keys in snake case.
@@ -225,7 +225,7 @@ fn write_control(shared: &Shared, input: &[u8]) -> Result {
 fn write_config(shared: &Shared, input: &[u8]) -> Result {
     let pairs = settings::split(input)?;
     let guard = activity::Guard::try_begin(activity::Activity::Config, "config")?;
-    let change = settings::set_all(&pairs, kclock::check_settings)?;
+    let change = settings::set_all(&pairs, kclock::validate_settings)?;
     if change.reclock {
         if let Err(e) = shared.rebuilder.rebuild(&guard) {
             pr_err!(
@@ -253,12 +253,12 @@ struct NmiClock(Option<Loaded>);
 /// end with nothing counted.
 struct Loaded {
     debugfs: ffi::debugfs::Dir,
-    stress: Arc<torture::Installed>,
-    wake: kwake::Installed,
-    acct: kacct::Installed,
-    check: check::Installed,
+    stress: Arc<torture::Stress>,
+    wake: kwake::WakeSlots,
+    acct: kacct::AcctSlots,
+    check: kcheck::CheckSlots,
     clock: kclock::Running,
-    coverage: coverage::Installed,
+    coverage: coverage::MarkSlots,
 }
 
 impl Loaded {
@@ -341,7 +341,7 @@ fn create_files(shared: Arc<Shared>) -> Result<ffi::debugfs::Dir> {
     dir.add_ro(name, ro, |w| torture::series::show(w))
         .inspect_err(file_error(name))?;
     let name = c_str!("check");
-    dir.add_rw(name, rw, |w| check::show(w), check::write)
+    dir.add_rw(name, rw, |w| kcheck::show(w), kcheck::write)
         .inspect_err(file_error(name))?;
     let name = c_str!("acct");
     dir.add_rw(name, rw, |w| kacct::show(w), kacct::write)
@@ -363,13 +363,13 @@ fn create_files(shared: Arc<Shared>) -> Result<ffi::debugfs::Dir> {
 impl kernel::Module for NmiClock {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         let environment = ffi::hypervisor::detect();
-        settings::from_params(kclock::check_settings)?;
-        let coverage = coverage::Installed::new()?;
+        settings::from_params(kclock::validate_settings)?;
+        let coverage = coverage::MarkSlots::new()?;
         let clock = kclock::Running::start()?;
-        let check = check::Installed::new()?;
-        let acct = kacct::Installed::new()?;
-        let wake = kwake::Installed::new()?;
-        let stress = Arc::new(torture::Installed::new()?, GFP_KERNEL)?;
+        let check = kcheck::CheckSlots::new()?;
+        let acct = kacct::AcctSlots::new()?;
+        let wake = kwake::WakeSlots::new()?;
+        let stress = Arc::new(torture::Stress::new()?, GFP_KERNEL)?;
         let shared = Arc::new(
             Shared {
                 rebuilder: clock.rebuilder(),

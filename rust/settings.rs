@@ -18,7 +18,7 @@
 //! A bad key or value gets `-EINVAL` and one log line saying what is
 //! accepted, and changes nothing. So does a set of values that are valid
 //! alone but not together: the check of the whole set is the caller's
-//! (`kclock::check_settings`, given to [`set_all`] and [`from_params`]).
+//! (`kclock::validate_settings`, given to [`set_all`] and [`from_params`]).
 //!
 //! Adding a setting is one line in the table here and one `X(name)` line in
 //! `NMICLOCK_PARAMS` (and, for a choice, its enum in [`crate::choices`] and

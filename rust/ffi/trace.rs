@@ -53,7 +53,7 @@ impl Instance {
 static CURRENT: AtomicPtr<bindings::trace_array> = AtomicPtr::new(null_mut());
 
 /// An [`Instance`] made the one [`mark`] writes to, until dropped.
-pub(crate) struct Installed {
+pub(crate) struct InstanceInUse {
     /// Held for its drop: the reference.
     _instance: Instance,
 }
@@ -64,13 +64,13 @@ impl Instance {
     /// one that loaded the pointer before still writes through it, and
     /// the reference dropped then is all that keeps the instance from
     /// being removed (`rmdir` of the instance).
-    pub(crate) fn install(self) -> Installed {
+    pub(crate) fn install(self) -> InstanceInUse {
         CURRENT.store(self.0.as_ptr(), Ordering::Release);
-        Installed { _instance: self }
+        InstanceInUse { _instance: self }
     }
 }
 
-impl Drop for Installed {
+impl Drop for InstanceInUse {
     fn drop(&mut self) {
         CURRENT.store(null_mut(), Ordering::Release);
     }
@@ -84,7 +84,7 @@ pub(crate) fn mark(what: &CStr, a: u64, b: u64) -> bool {
     if p.is_null() {
         return false;
     }
-    // SAFETY: A non-null `CURRENT` is the reference of an `Installed`,
+    // SAFETY: A non-null `CURRENT` is the reference of an `InstanceInUse`,
     // whose drop comes only once nothing calls `mark` (its contract), so
     // the reference is live, its printk buffers set up; `what` is a
     // NUL-terminated string that outlives the call.

@@ -10,7 +10,7 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use super::source::Source;
-use super::Installed;
+use super::Stress;
 use crate::activity::Guard;
 
 /// Period of the ceiling runs: the shortest `period_us` accepts.
@@ -72,7 +72,7 @@ pub(crate) fn per_s(source: Source) -> Option<u64> {
 
 /// Measures the ceiling of each source this machine has, each in a run
 /// nested in `bench`'s activity.
-pub(crate) fn measure(stress: &Installed, bench: &Guard) {
+pub(crate) fn measure(stress: &Stress, bench: &Guard) {
     for (slot, source) in LAST.iter().zip(SOURCES) {
         store(slot, Measured::Not);
         if source == Source::Ipi && !crate::arch::NMI_IPI {

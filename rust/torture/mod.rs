@@ -5,7 +5,7 @@
 //! count every torn read, backward step, stall and bad delta.
 //!
 //! - [`source`]: the interrupt sources (`nmi_source`);
-//! - [`checks`]: what each sample reads and checks;
+//! - [`sample`]: what each sample reads and checks;
 //! - [`anomaly`]: the first anomalies, kept with their context;
 //! - [`wake`]: the wake-up latency probe;
 //! - [`show`]: `stats`, `histogram`, `percpu` and the End of test line;
@@ -30,7 +30,7 @@
 
 pub(crate) mod anomaly;
 pub(crate) mod ceiling;
-mod checks;
+mod sample;
 pub(crate) mod series;
 pub(crate) mod show;
 pub(crate) mod source;
@@ -56,7 +56,7 @@ use crate::percpu::{BoxSlot, PerCpu};
 use crate::settings;
 use crate::target;
 
-pub(crate) use checks::NMI_HANDLER_NS;
+pub(crate) use sample::NMI_HANDLER_NS;
 
 use crate::choices::coverage_cap;
 
@@ -229,7 +229,7 @@ pub(crate) fn state_name() -> &'static str {
 #[repr(align(64))]
 #[derive(Default)]
 struct CpuRun {
-    checks: checks::Cpu,
+    checks: sample::Cpu,
     nmi: source::Cpu,
     wake: wake::Cpu,
     /// This CPU's resources, while it takes part in a run.
@@ -252,7 +252,7 @@ fn on_sample(ctx: Context) {
             c.nmi.ceiling_samples.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        checks::sample_timed(&c.checks, ctx);
+        sample::sample_timed(&c.checks, ctx);
     });
 }
 
@@ -286,7 +286,7 @@ fn writer(k: &Kthread) {
                 target::update_step();
             }
             if let Some(c) = cpus.as_ref().and_then(|s| s.this_cpu()) {
-                checks::task_read(&c.checks, &mut prev);
+                sample::task_read(&c.checks, &mut prev);
             }
         } else if disturb == Disturb::Stutter
             && (ffi::time::local_clock().wrapping_sub(start) / STUTTER_NS) % 2 == 1
@@ -299,7 +299,7 @@ fn writer(k: &Kthread) {
             kclock::follow_calibration();
             kclock::update_epoch();
         }
-        checks::acct_update(Context::Task, window);
+        sample::acct_update(Context::Task, window);
         n = n.wrapping_add(1);
         if update_us != 0 {
             ffi::cpu::sleep_us(update_us);
@@ -414,7 +414,7 @@ struct Run {
     source: source::RunPart,
     /// `trace_on_anomaly=1`: the trace instance the first anomaly marks;
     /// dropped after `source`, once no sample can mark it.
-    _trace: Option<ffi::trace::Installed>,
+    _trace: Option<ffi::trace::InstanceInUse>,
     /// Released once nothing reads the target any more.
     _target: target::Pinned,
     guard: Option<Guard>,
@@ -460,7 +460,7 @@ fn monitor(stopper: &Work, s: &settings::RunSettings) -> u64 {
     }
     let (verdict, totals) = show::progress();
     if verdict == show::Verdict::Failure {
-        checks::note_anomaly();
+        sample::note_anomaly();
     }
     let elapsed = ffi::time::local_clock().saturating_sub(STRESS.start_ns.load(Ordering::Relaxed));
     series::record(elapsed, || totals);
@@ -576,12 +576,12 @@ fn reset_counters() {
 /// The stress run's per-CPU state, its CPU hotplug callbacks and the work
 /// item that ends a run, installed at load. Dropping it stops a run in
 /// progress and frees the state.
-pub(crate) struct Installed {
+pub(crate) struct Stress {
     hotplug: Option<Hotplug>,
     stopper: Arc<Work>,
 }
 
-impl Installed {
+impl Stress {
     /// Installs the per-CPU state, the hotplug callbacks and the stopper.
     pub(crate) fn new() -> Result<Self> {
         let stopper = Arc::new(
@@ -645,7 +645,7 @@ impl Installed {
             .store(guard.is_nested(), Ordering::Relaxed);
         STRESS.settings.set(&settings::RunSettings::now());
         reset_counters();
-        checks::start_run();
+        sample::start_run();
         series::reset();
         STRESS
             .reason
@@ -726,7 +726,7 @@ impl Installed {
     }
 }
 
-impl Drop for Installed {
+impl Drop for Stress {
     fn drop(&mut self) {
         if stop("module unloaded").is_ok() {
             pr_info!("stopped the run in progress at unload\n");

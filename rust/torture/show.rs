@@ -15,7 +15,7 @@ use core::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use kernel::prelude::*;
 
-use super::checks::{self, ERR_BUCKETS, ERR_SIDE, HIST_BUCKETS, NMI_HANDLER_NS};
+use super::sample::{self, ERR_BUCKETS, ERR_SIDE, HIST_BUCKETS, NMI_HANDLER_NS};
 use super::{anomaly, elapsed_ms, expected, period_ns, source, state_name, STRESS};
 use crate::counters::{show, Entry};
 use crate::ffi;
@@ -88,8 +88,8 @@ pub(crate) fn hits_needed() -> u64 {
 
 /// The run's counts, combined over CPUs.
 struct Totals {
-    /// The stress checks' counts (`checks::counters!`).
-    n: checks::Sums,
+    /// The stress checks' counts (`sample::counters!`).
+    n: sample::Sums,
     samples_expected: u64,
     starved_cpus: u64,
     clock: kclock::Totals,
@@ -111,10 +111,10 @@ impl Totals {
                         starved_cpus = starved_cpus.saturating_add(1);
                     }
                 }
-                let n = checks::Sums::of(|| cpus.iter().map(|(_, c)| &c.checks));
+                let n = sample::Sums::of(|| cpus.iter().map(|(_, c)| &c.checks));
                 (n, samples_expected, starved_cpus)
             })
-            .unwrap_or_else(|| (checks::Sums::of(core::iter::empty), 0, 0));
+            .unwrap_or_else(|| (sample::Sums::of(core::iter::empty), 0, 0));
         Self {
             n,
             samples_expected,
@@ -216,7 +216,7 @@ static ENDED: Ended = Ended {
 pub(crate) fn end_run() {
     // nmiclock's own clock only: the writers leave it alone otherwise.
     let ppb = if target::run_index() == crate::registry::NMICLOCK {
-        checks::rate_error_ppb()
+        sample::rate_error_ppb()
     } else {
         0
     };
@@ -237,7 +237,7 @@ impl fmt::Display for OrNone {
 
 /// `first_anomaly_samples`, `_window_hits` and `_ns`.
 fn first_anomaly() -> [(&'static str, OrNone); 3] {
-    let f = checks::first_anomaly();
+    let f = sample::first_anomaly();
     [
         ("first_anomaly_samples", OrNone(f.map(|f| f.0))),
         ("first_anomaly_window_hits", OrNone(f.map(|f| f.1))),

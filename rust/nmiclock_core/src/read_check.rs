@@ -2,7 +2,7 @@
 
 //! The checks of one read of the clock against the reads before it on the
 //! same reader, kernel-independent: one implementation for nmiclock.ko's
-//! stress run (`rust/torture/checks.rs`, whose samples come from NMIs and
+//! stress run (`rust/torture/sample.rs`, whose samples come from NMIs and
 //! hard IRQs; it counts and records what these find) and the host torture
 //! (`host/`, whose come from signal handlers and reader threads).
 //!

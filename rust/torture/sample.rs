@@ -1,67 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The per-sample checks of the stress run. Each sample ([`sample`]), from
-//! a perf overflow (IRQ or NMI) or an NMI IPI, reads nmiclock between two
-//! reads of the reference clock and of the writers' window marks, and
-//! checks the read with its CPU's [`Base`] (`crate::read_check`, the core's
-//! checks, which the host torture runs too):
-//!
-//! - **exactly**, against the counter: each reading carries the counter
-//!   value it was converted from, so the clock's elapsed time since this
-//!   CPU's base (its last good sample) must be the conversion of the cycles
-//!   between the two reads: `[conv, conv + 1]`, however many epoch updates
-//!   came in between (the epoch keeps the conversion's remainder), derived
-//!   in [`crate::clock::elapsed_bound`]. When the conversion changed
-//!   in between (a recalibration, `disturb=conversion`) the bound spans
-//!   every conversion the run published, and allows 1 ns for each of the
-//!   `k` conversion switches that may have taken effect in between (an
-//!   epoch update costs nothing): `k` is the switches recorded by the end
-//!   of this read less those finished before the base's read began
-//!   ([`kclock::switches_started`], [`kclock::switches_finished`]; a
-//!   switch counts as finished before its writer lets the exclusion go,
-//!   so no later switch can be recorded while an earlier one is still
-//!   unfinished).
-//!   A switch is not instant: a base read after the switch's pivot but
-//!   before its publish is on the old line, which the new one meets only
-//!   at the pivot, so the first switch that finished after the base
-//!   widens the bound by the two conversions' difference over the base's
-//!   cycles past its pivot ([`crate::clock::switch_skewed_bound`]; the kernel's refined
-//!   TSC calibration, published by a writer NMIs held up, showed it). A
-//!   base more than the switches kept ([`kclock::switch_record`]) behind
-//!   gets no exact check.
-//!   A read outside it is torn; every check's
-//!   error (0 inside, else how far outside, negative below) goes into a
-//!   signed log2 histogram (`@tear_error_ns`). A torn read is no base: the
-//!   next read is checked against the last good one, so consecutive torn
-//!   reads each count. No check spans an epoch update that came a wrap late
-//!   ([`kclock::overruns`]), which loses whole wraps whatever the
-//!   protection;
-//! - against an independent reference, the unslewed NMI-safe
-//!   `ktime_get_raw_fast_ns()`, read on both sides of the clock so that a
-//!   vCPU descheduled in between widens the reference's window instead of
-//!   looking like a tear: the clock's elapsed time since the base must lie
-//!   in that window, give or take [`crate::read_check::REF_TOLERANCE_NS`]
-//!   plus [`crate::read_check::REF_TOLERANCE_PPM`] of the gap, since our conversion and the
-//!   clocksource's are computed apart. This catches a wrong conversion,
-//!   which the exact check takes as given;
-//! - against the previous sample on its CPU (backwards), and against the
-//!   highest time any CPU has seen, loaded with acquire before the clock is
-//!   read and raised with release after (cross-CPU backwards). With a bare
-//!   counter read the CPU may read the counter before it loads that mark,
-//!   the vDSO bug; QEMU TCG executes in order and cannot show it;
-//! - a read that gave up waiting for the writer (`seqcount`) is a stall;
-//!
-//! and notes whether the read met a writer's window ([`crate::coverage`]):
-//! the run's coverage. It times the read into a log2 histogram, records
-//! the first anomalies with their context and when the first came, and runs
-//! one acct update for its CPU's record. NMI-safe throughout: no locks, no
-//! allocation, no printk, nothing that panics, no call through a pointer
-//! but one: a registered target's read.
-//!
-//! With another target than `nmiclock` ([`crate::target`]), a sample
-//! ([`sample_target`]) and the writers' task-context reads ([`task_read`])
-//! make the same checks but the exact one, each finding judged by what the
-//! target promises ([`step_back`]).
+//! What one sample of a stress run does and finds: it reads the run's
+//! clock from NMI (or hard-IRQ) context and checks the read exactly,
+//! against the reference, per CPU and across CPUs ([`sample`] says how),
+//! counts what it found in its CPU's table ([`Cpu`]) and keeps the first
+//! anomalies. The writers' task-context reads of a target are checked the
+//! same way ([`task_read`]).
 
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -471,7 +415,68 @@ fn timed<B, R, A>(
     }
 }
 
-/// One sample on this CPU, whose state is `c`, from context `ctx`.
+/// One sample on this CPU, whose state is `c`, from context `ctx`: from
+/// a perf overflow (IRQ or NMI) or an NMI IPI, reads nmiclock between two
+/// reads of the reference clock and of the writers' window marks, and
+/// checks the read with its CPU's [`Base`] (`crate::read_check`, the core's
+/// checks, which the host torture runs too):
+///
+/// - **exactly**, against the counter: each reading carries the counter
+///   value it was converted from, so the clock's elapsed time since this
+///   CPU's base (its last good sample) must be the conversion of the cycles
+///   between the two reads: `[conv, conv + 1]`, however many epoch updates
+///   came in between (the epoch keeps the conversion's remainder), derived
+///   in [`crate::clock::elapsed_bound`]. When the conversion changed
+///   in between (a recalibration, `disturb=conversion`) the bound spans
+///   every conversion the run published, and allows 1 ns for each of the
+///   `k` conversion switches that may have taken effect in between (an
+///   epoch update costs nothing): `k` is the switches recorded by the end
+///   of this read less those finished before the base's read began
+///   ([`kclock::switches_started`], [`kclock::switches_finished`]; a
+///   switch counts as finished before its writer lets the exclusion go,
+///   so no later switch can be recorded while an earlier one is still
+///   unfinished).
+///   A switch is not instant: a base read after the switch's pivot but
+///   before its publish is on the old line, which the new one meets only
+///   at the pivot, so the first switch that finished after the base
+///   widens the bound by the two conversions' difference over the base's
+///   cycles past its pivot ([`crate::clock::switch_skewed_bound`]; the kernel's refined
+///   TSC calibration, published by a writer NMIs held up, showed it). A
+///   base more than the switches kept ([`kclock::switch_record`]) behind
+///   gets no exact check.
+///   A read outside it is torn; every check's
+///   error (0 inside, else how far outside, negative below) goes into a
+///   signed log2 histogram (`@tear_error_ns`). A torn read is no base: the
+///   next read is checked against the last good one, so consecutive torn
+///   reads each count. No check spans an epoch update that came a wrap late
+///   ([`kclock::overruns`]), which loses whole wraps whatever the
+///   protection;
+/// - against an independent reference, the unslewed NMI-safe
+///   `ktime_get_raw_fast_ns()`, read on both sides of the clock so that a
+///   vCPU descheduled in between widens the reference's window instead of
+///   looking like a tear: the clock's elapsed time since the base must lie
+///   in that window, give or take [`crate::read_check::REF_TOLERANCE_NS`]
+///   plus [`crate::read_check::REF_TOLERANCE_PPM`] of the gap, since our conversion and the
+///   clocksource's are computed apart. This catches a wrong conversion,
+///   which the exact check takes as given;
+/// - against the previous sample on its CPU (backwards), and against the
+///   highest time any CPU has seen, loaded with acquire before the clock is
+///   read and raised with release after (cross-CPU backwards). With a bare
+///   counter read the CPU may read the counter before it loads that mark,
+///   the vDSO bug; QEMU TCG executes in order and cannot show it;
+/// - a read that gave up waiting for the writer (`seqcount`) is a stall;
+///
+/// and notes whether the read met a writer's window ([`crate::coverage`]):
+/// the run's coverage. It times the read into a log2 histogram, records
+/// the first anomalies with their context and when the first came, and runs
+/// one acct update for its CPU's record. NMI-safe throughout: no locks, no
+/// allocation, no printk, nothing that panics, no call through a pointer
+/// but one: a registered target's read.
+///
+/// With another target than `nmiclock` ([`crate::target`]), a sample
+/// ([`sample_target`]) and the writers' task-context reads ([`task_read`])
+/// make the same checks but the exact one, each finding judged by what the
+/// target promises ([`step_back`]).
 pub(crate) fn sample(c: &Cpu, ctx: Context) {
     if target::run_index() != crate::registry::NMICLOCK {
         sample_target(c, ctx);

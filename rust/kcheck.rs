@@ -157,9 +157,9 @@ impl Stop {
 
 /// The check's per-CPU results, installed at load; dropping it removes
 /// them.
-pub(crate) struct Installed(());
+pub(crate) struct CheckSlots(());
 
-impl Installed {
+impl CheckSlots {
     /// Installs the per-CPU results.
     pub(crate) fn new() -> Result<Self> {
         STATE.results.install(CpuResult::default)?;
@@ -167,7 +167,7 @@ impl Installed {
     }
 }
 
-impl Drop for Installed {
+impl Drop for CheckSlots {
     fn drop(&mut self) {
         STATE.results.uninstall();
     }
