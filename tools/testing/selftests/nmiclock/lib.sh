@@ -83,12 +83,11 @@ ktap_print_totals() {
 	echo "# Totals: pass:$KTAP_CNT_PASS fail:$KTAP_CNT_FAIL xfail:$KTAP_CNT_XFAIL xpass:$KTAP_CNT_XPASS skip:$KTAP_CNT_SKIP error:0"
 }
 
-# ktap_finished: the totals, our one-line summary (which scripts/run-tests
-# reads), and kselftest's exit status: 1 if anything failed (an XPASS
-# too), 4 if everything was skipped, else 0.
+# ktap_finished: KTAP's totals line (which scripts/run-tests reads), and
+# kselftest's exit status: 1 if anything failed (an XPASS too), 4 if
+# everything was skipped, else 0.
 ktap_finished() {
 	ktap_print_totals
-	echo "$((KTAP_CNT_PASS + KTAP_CNT_XFAIL)) passed, $((KTAP_CNT_FAIL + KTAP_CNT_XPASS)) failed, $KTAP_CNT_SKIP skipped"
 	if [ $((KTAP_CNT_FAIL + KTAP_CNT_XPASS)) -gt 0 ]; then
 		exit $KSFT_FAIL
 	elif [ $((KTAP_CNT_PASS + KTAP_CNT_XFAIL)) -eq 0 ] && [ $KTAP_CNT_SKIP -gt 0 ]; then
@@ -101,7 +100,7 @@ ktap_finished() {
 skip_all() {
 	ktap_print_header
 	ktap_skip_all "$*"
-	echo "0 passed, 0 failed, 0 skipped"
+	ktap_print_totals
 	exit $KSFT_SKIP
 }
 

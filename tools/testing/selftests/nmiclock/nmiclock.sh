@@ -46,8 +46,7 @@
 # (the perf sysctls, and with -d the above) it puts back at exit, on a
 # signal too, and its last cases check that it did (t_left_as_found).
 # Exit status is kselftest's: 0 all passed, 1 something failed (or bad
-# usage), 4 everything skipped.  The last line is "N passed, N failed, N
-# skipped".
+# usage), 4 everything skipped.  The last line is KTAP's "# Totals:".
 #
 # The cases live in cases_*.sh beside this script, the helpers they share
 # (KTAP, loading, the kernel log) in lib.sh.
