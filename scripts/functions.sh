@@ -347,6 +347,29 @@ nmc_arch() {
 	esac
 }
 
+# nmc_vm_kernel ARCH ARCH_GIVEN KDIR IMAGE FLAVOUR: the kernel a VM command
+# (run-main, soak, run-bench) boots, from its options: --arch ARCH (given
+# if ARCH_GIVEN is not empty), --kdir KDIR (your own tree, whose
+# architecture it takes and an --arch given must name), --kernel IMAGE and
+# --flavour FLAVOUR (a provisioned kernel's, so not with --kdir). Sets
+# NMC_ARCH, and NMC_VM_KERNEL to vm-run's options for that kernel (an
+# array); exits 2, saying why, on a combination that names no kernel.
+nmc_vm_kernel() {
+	local arch=$1 given=$2 kdir=$3 image=$4 flavour=$5 tree_arch
+	NMC_VM_KERNEL=()
+	arch=$(nmc_arch "$arch") || nmc_usage_die "--arch must be x86_64 or arm64"
+	if [ -n "$kdir" ]; then
+		tree_arch=$(nmc_tree_arch "$kdir") || nmc_die "--kdir $kdir: no configured x86_64 or arm64 kernel tree there"
+		[ -z "$given" ] || [ "$arch" = "$tree_arch" ] || nmc_die "--kdir $kdir is an $tree_arch kernel, --arch says $arch"
+		arch=$tree_arch
+		NMC_VM_KERNEL+=(--kdir "$kdir")
+	fi
+	[ -z "$image" ] || NMC_VM_KERNEL+=(--kernel "$image")
+	[ -z "$kdir" ] || [ "$flavour" = default ] || nmc_usage_die "--flavour: a provisioned kernel's; --kdir names your own"
+	[ "$flavour" = default ] || NMC_VM_KERNEL+=(--flavour "$flavour")
+	NMC_ARCH=$arch
+}
+
 # uname -m of an architecture: the suffix of its kselftest-style fragment
 # (config.x86_64, config.aarch64), as the kernel's selftests name theirs.
 nmc_uname_m() {
