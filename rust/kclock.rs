@@ -54,8 +54,8 @@ use crate::activity::Guard;
 use crate::arch::{Bare, Ordered};
 use crate::choices::{same, Choice};
 use crate::clock::{
-    Clock, ClockData, ClockSource, EpochUpdate, Latch, Protection, Reading, Seqcount, Unprotected,
-    Window, Writer,
+    ClockData, ClockSource, EpochUpdate, Latch, Protection, Reading, Seqcount, Unprotected, Window,
+    Writer,
 };
 use crate::counter::{mask_for_bits, Counter};
 use crate::counters::{counters, show};
@@ -68,38 +68,8 @@ use crate::percpu::PerCpu;
 use crate::read_check::SwitchLog;
 use crate::settings::{self, Key};
 
-/// Declares the clocks, one static per protection and counter, and the
-/// two ways to reach them: [`CLOCKS`] for the writers and lookups by name,
-/// and [`read_index`], a `match`, for readers in NMI context.
-macro_rules! clocks {
-    ($($name:ident: $prot:ident over $ctr:ident;)*) => {
-        $(
-            #[doc = concat!("`", stringify!($prot), "` over `", stringify!($ctr), "`.")]
-            pub(crate) static $name: Clock<$prot, $ctr, MonoFast> =
-                Clock::new($prot::new(), $ctr, MonoFast);
-        )*
-
-        /// Every protection over every counter; the first is the default.
-        pub(crate) static CLOCKS: [&dyn ClockSource; [$(stringify!($name)),*].len()] =
-            [$(&$name),*];
-
-        /// Reads clock `index` of [`CLOCKS`], statically dispatched.
-        #[inline(always)]
-        fn read_index(index: usize) -> Option<Reading> {
-            let mut i = 0;
-            $(
-                if index == i {
-                    return Some($name.read());
-                }
-                i += 1;
-            )*
-            let _ = i;
-            None
-        }
-    };
-}
-
-clocks! {
+crate::clocks! {
+    wait MonoFast = MonoFast;
     LATCH_ORDERED: Latch over Ordered;
     LATCH_BARE: Latch over Bare;
     SEQCOUNT_ORDERED: Seqcount over Ordered;
@@ -556,13 +526,6 @@ pub(crate) fn follow_calibration() {
             .counter_khz
             .compare_exchange(khz, seen, Ordering::AcqRel, Ordering::Relaxed);
     }
-}
-
-/// Index in [`CLOCKS`] of the clock with this protection and counter.
-pub(crate) fn index_of(protection: &str, counter: &str) -> Option<usize> {
-    CLOCKS
-        .iter()
-        .position(|c| c.protection() == protection && c.counter() == counter)
 }
 
 /// Where the clock [`switch_to_selected`] starts takes its time from.

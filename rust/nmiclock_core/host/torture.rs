@@ -9,8 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering}
 use std::time::{Duration, Instant};
 
 use nmiclock_core::clock::{
-    Clock, ClockData, ClockSource, EpochUpdate, Latch, Reading, Seqcount, Unprotected, Window,
-    Writer,
+    ClockData, ClockSource, EpochUpdate, Latch, Reading, Seqcount, Unprotected, Window, Writer,
 };
 use nmiclock_core::counter::{mask_for_bits, Counter};
 use nmiclock_core::cyc_ns::{calc_mult_shift, same_rate_pair, NSEC_PER_MSEC};
@@ -27,51 +26,40 @@ pub(crate) use nmiclock_core::counter::{Tsc as Bare, TscOrdered as Ordered};
 /// The wait budget's clock.
 type Wait = fn() -> u64;
 
-pub(crate) static LATCH_ORDERED: Clock<Latch, Ordered, Wait> =
-    Clock::new(Latch::new(), Ordered, sys::mono_ns as Wait);
-pub(crate) static LATCH_BARE: Clock<Latch, Bare, Wait> =
-    Clock::new(Latch::new(), Bare, sys::mono_ns as Wait);
-static SEQ_ORDERED: Clock<Seqcount, Ordered, Wait> =
-    Clock::new(Seqcount::new(), Ordered, sys::mono_ns as Wait);
-static SEQ_BARE: Clock<Seqcount, Bare, Wait> =
-    Clock::new(Seqcount::new(), Bare, sys::mono_ns as Wait);
-static BARE_ORDERED: Clock<Unprotected, Ordered, Wait> =
-    Clock::new(Unprotected::new(), Ordered, sys::mono_ns as Wait);
-static BARE_BARE: Clock<Unprotected, Bare, Wait> =
-    Clock::new(Unprotected::new(), Bare, sys::mono_ns as Wait);
+nmiclock_core::clocks! {
+    wait Wait = sys::mono_ns as Wait;
+    LATCH_ORDERED: Latch over Ordered;
+    LATCH_BARE: Latch over Bare;
+    SEQCOUNT_ORDERED: Seqcount over Ordered;
+    SEQCOUNT_BARE: Seqcount over Bare;
+    UNPROTECTED_ORDERED: Unprotected over Ordered;
+    UNPROTECTED_BARE: Unprotected over Bare;
+}
 
-/// The protections, by setting name, in the order of [`clock`]'s index.
-const PROTECTIONS: [&str; 3] = ["latch", "seqcount", "unprotected"];
-/// The counters, ordered first.
-pub(crate) const COUNTERS: [&str; 2] = [Ordered::NAME, Bare::NAME];
-
-/// The clock the run tortures: `PROTECTIONS` index times 2 plus the
-/// `COUNTERS` index.
+/// The clock the run tortures: its index in [`CLOCKS`].
 static ACTIVE: AtomicUsize = AtomicUsize::new(0);
 
 fn clock(i: usize) -> &'static dyn ClockSource {
-    match i {
-        0 => &LATCH_ORDERED,
-        1 => &LATCH_BARE,
-        2 => &SEQ_ORDERED,
-        3 => &SEQ_BARE,
-        4 => &BARE_ORDERED,
-        _ => &BARE_BARE,
-    }
+    CLOCKS.get(i).copied().unwrap_or(CLOCKS[0])
 }
 
 /// Reads the running clock, statically dispatched (as the module's
 /// readers do): signal context included.
 #[inline(always)]
 fn read_active() -> Reading {
-    match ACTIVE.load(Ordering::Relaxed) {
-        0 => LATCH_ORDERED.read(),
-        1 => LATCH_BARE.read(),
-        2 => SEQ_ORDERED.read(),
-        3 => SEQ_BARE.read(),
-        4 => BARE_ORDERED.read(),
-        _ => BARE_BARE.read(),
+    read_index(ACTIVE.load(Ordering::Relaxed)).unwrap_or_default()
+}
+
+/// The names a clock's protection or counter (`of`) takes, in [`CLOCKS`]
+/// order, each once.
+fn names(of: fn(&dyn ClockSource) -> &'static str) -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = Vec::new();
+    for c in CLOCKS {
+        if !v.contains(&of(c)) {
+            v.push(of(c));
+        }
     }
+    v
 }
 
 // ---- settings -------------------------------------------------------------
@@ -79,8 +67,8 @@ fn read_active() -> Reading {
 /// The run's settings, by the module's parameter names.
 #[derive(Clone, Debug)]
 struct Settings {
-    clock: usize,
-    counter: usize,
+    clock: &'static str,
+    counter: &'static str,
     counter_bits: u32,
     tear_window_ns: u64,
     period_us: u64,
@@ -97,8 +85,8 @@ struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         Self {
-            clock: 0,
-            counter: 0,
+            clock: CLOCKS[0].protection(),
+            counter: CLOCKS[0].counter(),
             counter_bits: 64,
             tear_window_ns: 0,
             period_us: 100,
@@ -170,16 +158,20 @@ fn number(key: &str, v: &str, lo: u64, hi: u64) -> Result<u64, String> {
 fn set(s: &mut Settings, key: &str, v: &str) -> Result<(), String> {
     match key {
         "clock" => {
-            s.clock = PROTECTIONS
+            let known = names(|c| c.protection());
+            s.clock = known
                 .iter()
-                .position(|p| *p == v)
-                .ok_or(format!("clock={v}: not one of {}", PROTECTIONS.join(", ")))?
+                .find(|p| **p == v)
+                .copied()
+                .ok_or(format!("clock={v}: not one of {}", known.join(", ")))?
         }
         "counter" => {
-            s.counter = COUNTERS
+            let known = names(|c| c.counter());
+            s.counter = known
                 .iter()
-                .position(|c| *c == v)
-                .ok_or(format!("counter={v}: not one of {}", COUNTERS.join(", ")))?
+                .find(|c| **c == v)
+                .copied()
+                .ok_or(format!("counter={v}: not one of {}", known.join(", ")))?
         }
         "counter_bits" => s.counter_bits = number(key, v, 16, 64)? as u32,
         "tear_window_ns" => s.tear_window_ns = number(key, v, 0, 1_000_000)?,
@@ -755,7 +747,7 @@ fn torture(s: &Settings) -> Result<u8, String> {
     let ms = calc_mult_shift(khz, NSEC_PER_MSEC, 3_600_000)
         .ok_or(format!("no conversion for a {khz} kHz counter"))?;
     let mask = mask_for_bits(s.counter_bits).ok_or("counter_bits")?;
-    let index = s.clock * 2 + s.counter;
+    let index = index_of(s.clock, s.counter).ok_or("no such clock")?;
     ACTIVE.store(index, Ordering::Relaxed);
     let c = clock(index);
     c.set_wait_budget_ns(100_000 + 2 * s.tear_window_ns);
@@ -852,8 +844,8 @@ fn torture(s: &Settings) -> Result<u8, String> {
          cross_cpu_backwards={cross} max_backstep_ns={} max_cross_backstep_ns={} \
          clock_stalls={stalls} epoch_updates={} conversion_switches={} wrap_overruns={} \
          errors={errors} elapsed_ms={elapsed_ms}",
-        PROTECTIONS[s.clock],
-        COUNTERS[s.counter],
+        s.clock,
+        s.counter,
         s.counter_bits,
         s.tear_window_ns,
         s.period_us,

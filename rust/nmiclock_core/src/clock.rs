@@ -954,3 +954,48 @@ pub fn switch_skewed_bound(
         bound
     }
 }
+
+/// Declares the clocks, one static per protection and counter, each once,
+/// and the ways to reach them: `CLOCKS`, every clock (the first is the
+/// default), for the writers; `index_of`, a clock's index by its
+/// protection's and counter's names; and `read_index`, a chain of
+/// comparisons that reads one statically (no call through a pointer), for
+/// readers in NMI or signal context. `wait TYPE = VALUE` is the clocks'
+/// [`TimeSource`]. nmiclock.ko's clocks and the host torture's are this
+/// one declaration, each over its own counters and time source.
+#[macro_export]
+macro_rules! clocks {
+    (wait $wty:ty = $winit:expr; $($name:ident: $prot:ident over $ctr:ident;)*) => {
+        $(
+            #[doc = concat!("`", stringify!($prot), "` over `", stringify!($ctr), "`.")]
+            pub(crate) static $name: $crate::clock::Clock<$prot, $ctr, $wty> =
+                $crate::clock::Clock::new($prot::new(), $ctr, $winit);
+        )*
+
+        /// Every protection over every counter; the first is the default.
+        pub(crate) static CLOCKS: [&dyn $crate::clock::ClockSource; [$(stringify!($name)),*].len()] =
+            [$(&$name),*];
+
+        /// Reads clock `index` of [`CLOCKS`], statically dispatched.
+        #[inline(always)]
+        fn read_index(index: usize) -> Option<$crate::clock::Reading> {
+            let mut i = 0;
+            $(
+                if index == i {
+                    return Some($crate::clock::ClockSource::read(&$name));
+                }
+                i += 1;
+            )*
+            let _ = i;
+            None
+        }
+
+        /// The index in [`CLOCKS`] of the clock with this protection and
+        /// counter, by their names.
+        pub(crate) fn index_of(protection: &str, counter: &str) -> Option<usize> {
+            CLOCKS
+                .iter()
+                .position(|c| c.protection() == protection && c.counter() == counter)
+        }
+    };
+}
