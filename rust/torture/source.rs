@@ -423,7 +423,7 @@ const LOST_NS: u64 = 1_000_000_000;
 /// half of a CPU at most. Otherwise, where the handler takes longer than
 /// the period (a debug kernel under TCG: milliseconds), an NMI sent while
 /// the handler runs is latched and taken as soon as it returns, and the
-/// CPU never leaves NMI context (seen once: a debug guest hung).
+/// CPU never leaves NMI context: the guest hangs.
 fn send(ipi: &mut NmiIpi, period_ns: u64) -> u64 {
     if !live() {
         return 0;
