@@ -36,8 +36,8 @@
  * Both functions may sleep: call them from task context (module init and
  * exit are the usual places).
  *
- * Since nmiclock 0.7 a target may also say (fields after @owner; left zero,
- * they mean what a 0.6 target gets):
+ * A target may also say (left zero, these mean: a plain @read, and the
+ * default promise):
  *  - @read_status: instead of @read (which may then be NULL), a read that
  *    also says whether it stalled: it stores the time in *@ns and returns
  *    0, or NMICLOCK_READ_STALLED when it gave up waiting for a writer (a
@@ -52,9 +52,12 @@
  *    promised (not checked against CLOCK_MONOTONIC_RAW).  So a clock
  *    whose fast path is documented to step back by a few ns across an
  *    update declares that, as the table of the kernel's own clocks does.
- * nmiclock_register_target() records the size of the structure the caller
- * was built with, so a module built against the 0.6 header (which calls
- * the 0.6 function of that name) keeps working.
+ *
+ * nmiclock_register_target() passes the size of the structure the caller
+ * was built with: a provider built against another nmiclock.h than the
+ * module's is refused with -EINVAL and one line saying so (rebuild it
+ * against this header), as is one that calls the 0.6 function of that
+ * name.  In-kernel interfaces keep no old layouts alive.
  */
 #ifndef NMICLOCK_H
 #define NMICLOCK_H
@@ -71,7 +74,6 @@ struct nmiclock_target {
 				   nmiclock's writers (task and hard-IRQ
 				   context, never NMI) during a run */
 	struct module *owner;
-	/* Since 0.7: */
 	int (*read_status)(u64 *ns);	/* optional, instead of @read:
 					   0, or NMICLOCK_READ_STALLED */
 	u64 back_cpu_ns;	/* allowed step back on one CPU, ns */
@@ -86,9 +88,9 @@ struct nmiclock_target {
 
 u64 nmiclock_sched_clock(void);
 
-/* Registers @t, @size bytes of it: use nmiclock_register_target(). */
+/* Registers @t, built as @size bytes: use nmiclock_register_target(). */
 int __nmiclock_register_target(struct nmiclock_target *t, size_t size);
-/* The 0.6 entry point: @t's fields up to @owner only. */
+/* The 0.6 entry point, exported only to refuse its callers. */
 int nmiclock_register_target(struct nmiclock_target *t);
 void nmiclock_unregister_target(struct nmiclock_target *t);
 

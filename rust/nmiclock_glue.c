@@ -796,9 +796,9 @@ void nmiclock_targets_unlock(void)
 	mutex_unlock(&nmiclock_targets_mutex);
 }
 
-int nmiclock_target_read(const struct nmiclock_target *t, size_t size, u64 *ns)
+int nmiclock_target_read(const struct nmiclock_target *t, u64 *ns)
 {
-	if (size >= offsetofend(struct nmiclock_target, read_status) && t->read_status)
+	if (t->read_status)
 		return t->read_status(ns);
 	*ns = t->read();
 	return 0;

@@ -359,11 +359,11 @@ void nmiclock_hypervisor_id(struct nmiclock_hypervisor *id);
 void nmiclock_targets_lock(void);
 void nmiclock_targets_unlock(void);
 /*
- * @t's read (any context, NMI included): its read_status if the @size bytes
- * registered hold one that is set, else its read; the time in *@ns, and 0
- * or NMICLOCK_READ_STALLED.  And its update (task or hard-IRQ).
+ * @t's read (any context, NMI included): its read_status if set, else its
+ * read; the time in *@ns, and 0 or NMICLOCK_READ_STALLED.  And its update
+ * (task or hard-IRQ).
  */
-int nmiclock_target_read(const struct nmiclock_target *t, size_t size, u64 *ns);
+int nmiclock_target_read(const struct nmiclock_target *t, u64 *ns);
 void nmiclock_target_update(const struct nmiclock_target *t);
 
 #endif /* NMICLOCK_GLUE_H */

@@ -164,7 +164,7 @@ module! {
 static AUTHOR: [u8; 27] = *b"author=nmiclock developers\0";
 
 /// Version reported in `stats` and the load message.
-const VERSION: &str = "0.7.0";
+const VERSION: &str = "0.8.0";
 
 /// Range of the counter conversion shown in `stats`: 600 s, in ms (the pair
 /// is computed from kHz, as the kernel's own `cyc2ns` does).

@@ -17,13 +17,12 @@
  *    between the stores (here a 1 us delay stands for it) is the window.
  *  - sample_c_latch, correct: the epoch in two copies behind a seqcount
  *    latch (seqcount_latch_t, as kernel/time/sched_clock.c does), so a
- *    reader, NMI included, always reads a whole copy.  It registers
- *    through the 0.6 entry point, as a module built against that header
- *    does, so that path stays tested.
+ *    reader, NMI included, always reads a whole copy.
  *
  * Load nmiclock.ko first, then this module; select a clock with
  * "echo target=sample_c_twostep > /sys/kernel/debug/nmiclock/config".
- * For the suite: bad_registrations=1 tries what nmiclock must refuse, and
+ * For the suite: bad_registrations=1 tries what nmiclock must refuse (a
+ * provider built against another header among them), and
  * writing a target's name to the parameter "unregister" unregisters it
  * while a run may be using it.
  */
@@ -156,18 +155,29 @@ static int __init try_bad_registrations(void)
 		pr_err("nmiclock_target_c: registering twice: got %d, want %d\n", ret, -EEXIST);
 		wrong++;
 	}
-	/* A structure smaller than any header's: not even a read. */
-	ret = __nmiclock_register_target(&bad[0], offsetof(struct nmiclock_target, read));
+	/* A structure of another header's size (one without the promise). */
+	ret = __nmiclock_register_target(&twostep_target,
+					 offsetof(struct nmiclock_target, back_cpu_ns));
 	if (ret != -EINVAL) {
-		pr_err("nmiclock_target_c: a structure too small: got %d, want %d\n", ret, -EINVAL);
+		pr_err("nmiclock_target_c: another header's structure: got %d, want %d\n",
+		       ret, -EINVAL);
+		wrong++;
+	}
+	/*
+	 * Through the 0.6 entry point (the parentheses keep the header's
+	 * macro out), as a module built against that header registers.
+	 */
+	ret = (nmiclock_register_target)(&latch_target);
+	if (ret != -EINVAL) {
+		pr_err("nmiclock_target_c: the 0.6 entry point: got %d, want %d\n", ret, -EINVAL);
 		if (!ret)
-			nmiclock_unregister_target(&bad[0]);
+			nmiclock_unregister_target(&latch_target);
 		wrong++;
 	}
 	if (wrong)
 		return -EINVAL;
 	pr_info("nmiclock_target_c: %zu bad registrations refused as they must be\n",
-		ARRAY_SIZE(bad) + 2);
+		ARRAY_SIZE(bad) + 3);
 	return 0;
 }
 
@@ -216,12 +226,7 @@ static int __init nmiclock_target_c_init(void)
 		if (ret)
 			goto out_twostep;
 	}
-	/*
-	 * Through the 0.6 entry point (the parentheses keep the header's
-	 * macro out), as a module built against that header registers: its
-	 * fields up to .owner only, the 0.7 ones not read.
-	 */
-	ret = (nmiclock_register_target)(&latch_target);
+	ret = nmiclock_register_target(&latch_target);
 	if (ret)
 		goto out_twostep;
 	latch_registered = true;

@@ -123,7 +123,7 @@ impl kernel::Module for NmiclockTargetRust {
                 read: Some(read),
                 update: Some(update),
                 owner: module.as_ptr().cast(),
-                // The 0.7 fields: a plain read, and the default promise
+                // A plain read, and the default promise
                 // (no step back on a CPU or across CPUs, the rate checked).
                 read_status: None,
                 back_cpu_ns: 0,

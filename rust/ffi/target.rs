@@ -28,7 +28,7 @@
 use core::cell::Cell;
 use core::marker::PhantomData;
 use core::ptr::{self, NonNull};
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 use kernel::prelude::*;
 
@@ -37,19 +37,6 @@ use super::cpu;
 
 /// Targets registered at once, at most (the header's limit).
 pub(crate) const MAX_REGISTERED: usize = 8;
-
-/// The size of a 0.6 `struct nmiclock_target`: its fields up to `owner`,
-/// what the 0.6 entry point `nmiclock_register_target()` registers.
-pub(crate) const SIZE_0_6: usize = core::mem::offset_of!(bindings::nmiclock_target, read_status);
-
-/// Whether `size` bytes of a target hold the field at `offset` of `len`
-/// bytes.
-const fn holds(size: usize, offset: usize, len: usize) -> bool {
-    match offset.checked_add(len) {
-        Some(end) => size >= end,
-        None => false,
-    }
-}
 
 /// What a target promises, as it declared it (`include/nmiclock.h`).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -63,7 +50,7 @@ pub(crate) struct Declared {
 }
 
 impl Declared {
-    /// A 0.6 target's promise: no step back of either, its rate checked.
+    /// The default promise: no step back of either, the rate checked.
     pub(crate) const DEFAULT: Self = Self {
         back_cpu_ns: Some(0),
         back_cross_ns: Some(0),
@@ -144,23 +131,28 @@ fn live_remove(_: &Locked, p: *mut bindings::nmiclock_target) {
 ///
 /// # Invariants
 ///
-/// `ptr` points at a `struct nmiclock_target`, of which the caller built
-/// `size` bytes (at least [`SIZE_0_6`], at most the whole structure), that
-/// stays in place, unchanged, until `nmiclock_unregister_target()` of it
-/// returns, and beyond `'a`. `added` is true once [`RegisteredCell::set`]
-/// put it in [`LIVE`].
+/// `ptr` points at a `struct nmiclock_target` of this module's header
+/// that stays in place, unchanged, until `nmiclock_unregister_target()` of
+/// it returns, and beyond `'a`. `added` is true once
+/// [`RegisteredCell::set`] put it in [`LIVE`].
 pub(crate) struct Registering<'a> {
     ptr: NonNull<bindings::nmiclock_target>,
-    size: usize,
     added: Cell<bool>,
     _call: PhantomData<&'a bindings::nmiclock_target>,
 }
 
+/// Why a registration is refused before its fields are read.
+pub(crate) enum Refused {
+    /// A null target.
+    Null,
+    /// A structure of another size than this header's, in bytes: a
+    /// provider built against another `nmiclock.h`.
+    OtherHeader(usize),
+}
+
 impl Registering<'_> {
-    /// The handle on `t`, of which the caller built `size` bytes; `None`
-    /// for null. A `size` below a 0.6 structure's is `Err(size)`; one above
-    /// this header's is taken as this header's (the fields it does not
-    /// know of are not read).
+    /// The handle on `t`, which the caller built as `size` bytes: refused
+    /// for null, or for a size other than this header's structure's.
     ///
     /// # Safety
     ///
@@ -171,19 +163,18 @@ impl Registering<'_> {
     pub(crate) unsafe fn new(
         t: *mut bindings::nmiclock_target,
         size: usize,
-    ) -> Option<core::result::Result<Self, usize>> {
-        let ptr = NonNull::new(t)?;
-        if size < SIZE_0_6 {
-            return Some(Err(size));
+    ) -> core::result::Result<Self, Refused> {
+        let ptr = NonNull::new(t).ok_or(Refused::Null)?;
+        if size != core::mem::size_of::<bindings::nmiclock_target>() {
+            return Err(Refused::OtherHeader(size));
         }
-        // INVARIANT: The caller's contract, `size` clamped to the
-        // structure; not yet in `LIVE`.
-        Some(Ok(Self {
+        // INVARIANT: The caller's contract, for a whole structure of this
+        // header; not yet in `LIVE`.
+        Ok(Self {
             ptr,
-            size: size.min(core::mem::size_of::<bindings::nmiclock_target>()),
             added: Cell::new(false),
             _call: PhantomData,
-        }))
+        })
     }
 
     /// Registers the target with `register`, then, if that failed, takes
@@ -228,35 +219,23 @@ impl Registering<'_> {
     pub(crate) fn has_read_update(&self) -> (bool, bool) {
         let p = self.ptr.as_ptr();
         // SAFETY: `p` points at a live target (type invariant), which
-        // nothing writes; `read` and `update` lie in every size accepted.
-        // Each field is read alone, never the whole structure.
-        let (read, update) = unsafe { ((*p).read.is_some(), (*p).update.is_some()) };
-        let status = self.has(
-            core::mem::offset_of!(bindings::nmiclock_target, read_status),
-            core::mem::size_of::<Option<unsafe extern "C" fn(*mut u64) -> kernel::ffi::c_int>>(),
-        ) && {
-            // SAFETY: As above; the caller built `read_status` (checked).
-            unsafe { (*p).read_status.is_some() }
+        // nothing writes. Each field is read alone, never the whole
+        // structure.
+        let (read, status, update) = unsafe {
+            (
+                (*p).read.is_some(),
+                (*p).read_status.is_some(),
+                (*p).update.is_some(),
+            )
         };
         (read || status, update)
     }
 
-    /// Whether the caller built the field at `offset`, `len` bytes long.
-    fn has(&self, offset: usize, len: usize) -> bool {
-        holds(self.size, offset, len)
-    }
-
-    /// What the target promises: what it declared, where its size holds
-    /// the fields, else [`Declared::DEFAULT`].
+    /// What the target promises, as it declared it.
     pub(crate) fn declared(&self) -> Declared {
-        let end = core::mem::offset_of!(bindings::nmiclock_target, any_rate);
-        if !self.has(end, core::mem::size_of::<bool>()) {
-            return Declared::DEFAULT;
-        }
         let p = self.ptr.as_ptr();
-        // SAFETY: `p` points at a live target whose `size` bytes hold every
-        // field up to `any_rate` (checked above), and nothing writes it;
-        // each field is read alone.
+        // SAFETY: `p` points at a live target (type invariant), and nothing
+        // writes it; each field is read alone.
         let (cpu, cross, any_rate) =
             unsafe { ((*p).back_cpu_ns, (*p).back_cross_ns, (*p).any_rate) };
         Declared {
@@ -319,8 +298,6 @@ impl Unregistering<'_> {
 /// the mutex held) before it returns.
 pub(crate) struct RegisteredCell {
     ptr: AtomicPtr<bindings::nmiclock_target>,
-    /// The size its provider built, stored before `ptr`.
-    size: AtomicUsize,
 }
 
 impl RegisteredCell {
@@ -328,7 +305,6 @@ impl RegisteredCell {
     pub(crate) const fn new() -> Self {
         Self {
             ptr: AtomicPtr::new(ptr::null_mut()),
-            size: AtomicUsize::new(0),
         }
     }
 
@@ -358,9 +334,8 @@ impl RegisteredCell {
         }
         live_add(l, t.ptr.as_ptr())?;
         t.added.set(true);
-        self.size.store(t.size, Ordering::Relaxed);
-        // INVARIANT: Stored with the mutex held, and now in `LIVE`, after
-        // its size; its `read` (or `read_status`) is set.
+        // INVARIANT: Stored with the mutex held, and now in `LIVE`; its
+        // `read` (or `read_status`) is set.
         self.ptr.store(t.ptr.as_ptr(), Ordering::Release);
         Ok(())
     }
@@ -382,11 +357,9 @@ impl RegisteredCell {
         // INVARIANT: In `LIVE` while the mutex is held, so registered for
         // `'l` at least: its unregistration cannot return before it takes
         // the mutex, which `l` holds for `'l`. `set()` checked that its
-        // `read` (or `read_status`) is set, and stored its size first
-        // (the mutex orders it for us anyway).
+        // `read` (or `read_status`) is set.
         Some(TargetRef {
             ptr,
-            size: self.size.load(Ordering::Relaxed),
             _valid: PhantomData,
         })
     }
@@ -397,13 +370,12 @@ impl RegisteredCell {
 /// # Invariants
 ///
 /// `ptr` points at a target passed to `nmiclock_register_target()` whose
-/// `nmiclock_unregister_target()` does not return within `'a`, of which its
-/// provider built `size` bytes; its `read` or `read_status` is set
+/// `nmiclock_unregister_target()` does not return within `'a`, a whole
+/// structure of this header; its `read` or `read_status` is set
 /// ([`RegisteredCell::set`] refuses a target without).
 #[derive(Clone, Copy)]
 pub(crate) struct TargetRef<'a> {
     ptr: NonNull<bindings::nmiclock_target>,
-    size: usize,
     _valid: PhantomData<&'a bindings::nmiclock_target>,
 }
 
@@ -419,11 +391,11 @@ impl<'a> TargetRef<'a> {
     #[inline]
     pub(crate) fn read(self) -> (u64, bool) {
         let mut ns = 0u64;
-        // SAFETY: Valid for `'a` (type invariant), `size` bytes of it
-        // built, its `read` or `read_status` set and callable from any
-        // context (the header's contract: the provider vouches for it, and
-        // that is what is under test); `ns` is ours for the call.
-        let r = unsafe { bindings::nmiclock_target_read(self.ptr.as_ptr(), self.size, &mut ns) };
+        // SAFETY: Valid for `'a` (type invariant), its `read` or
+        // `read_status` set and callable from any context (the header's
+        // contract: the provider vouches for it, and that is what is under
+        // test); `ns` is ours for the call.
+        let r = unsafe { bindings::nmiclock_target_read(self.ptr.as_ptr(), &mut ns) };
         (
             ns,
             r == bindings::NMICLOCK_READ_STALLED as kernel::ffi::c_int,
@@ -486,8 +458,6 @@ impl Drop for Updating<'_> {
 /// when none or while the pin goes. RCU-published: a reader loads it and
 /// uses it inside one read side ([`with_pinned`]).
 static READ: AtomicPtr<bindings::nmiclock_target> = AtomicPtr::new(ptr::null_mut());
-/// The size of [`READ`]'s target, stored before it.
-static READ_SIZE: AtomicUsize = AtomicUsize::new(0);
 
 /// The target of the [`TargetPin`] in place, from its making until it has
 /// gone (grace period and reference included); null when none.
@@ -529,7 +499,6 @@ impl TargetPin {
             PINNED.store(ptr::null_mut(), Ordering::Release);
             return Err(EBUSY);
         }
-        READ_SIZE.store(t.size, Ordering::Relaxed);
         READ.store(p, Ordering::Release);
         // INVARIANT: `PINNED` is `p`, set with the mutex held while `t` was
         // registered: a `t` valid for the mutex's hold comes from a slot,
@@ -571,11 +540,9 @@ impl Drop for TargetPin {
 pub(crate) fn with_pinned<R>(f: impl for<'r> FnOnce(Option<TargetRef<'r>>) -> R) -> R {
     cpu::read_side(|| {
         // INVARIANT: Published by a pin, whose drop unpublishes it and
-        // waits for this read side before releasing the target; its size
-        // was stored before it (Acquire above).
+        // waits for this read side before releasing the target.
         let t = NonNull::new(READ.load(Ordering::Acquire)).map(|ptr| TargetRef {
             ptr,
-            size: READ_SIZE.load(Ordering::Relaxed),
             _valid: PhantomData,
         });
         f(t)
@@ -608,39 +575,39 @@ macro_rules! export_registry {
         ) -> kernel::ffi::c_int {
             // SAFETY: The caller's contract is `Registering::new`'s.
             match unsafe { $crate::ffi::target::Registering::new(t, size) } {
-                None => {
+                Err($crate::ffi::target::Refused::Null) => {
                     kernel::pr_err!("register_target: NULL target\n");
                     kernel::error::code::EINVAL.to_errno()
                 }
-                Some(Err(size)) => {
+                Err($crate::ffi::target::Refused::OtherHeader(size)) => {
                     kernel::pr_err!(
-                        "register_target: a structure of {} bytes, smaller than any nmiclock.h's\n",
-                        size
+                        "register_target: a structure of {} bytes, this nmiclock.h's is {}: rebuild the provider against the module's include/nmiclock.h\n",
+                        size,
+                        core::mem::size_of::<$crate::ffi::bindings::nmiclock_target>()
                     );
                     kernel::error::code::EINVAL.to_errno()
                 }
-                Some(Ok(r)) => match r.run($register) {
+                Ok(r) => match r.run($register) {
                     Ok(()) => 0,
                     Err(e) => e.to_errno(),
                 },
             }
         }
 
-        /// The 0.6 entry point, for modules built against that header:
-        /// registers `t`'s fields up to `owner` (exported GPL by the glue).
-        ///
-        /// # Safety
-        ///
-        /// As for `__nmiclock_register_target`, of a 0.6 structure.
+        /// The 0.6 entry point, exported (GPL, by the glue) so that a
+        /// provider built against that header loads and is refused with
+        /// one line, not an unknown symbol: nothing of `t` is read.
         // Expanded in the registry's module, under the crate's
-        // `deny(unsafe_code)`: this layer's `unsafe`, where it is used.
+        // `deny(unsafe_code)`: an exported symbol.
         #[allow(unsafe_code)]
         #[no_mangle]
-        pub(crate) unsafe extern "C" fn nmiclock_register_target(
-            t: *mut $crate::ffi::bindings::nmiclock_target,
+        pub(crate) extern "C" fn nmiclock_register_target(
+            _t: *mut $crate::ffi::bindings::nmiclock_target,
         ) -> kernel::ffi::c_int {
-            // SAFETY: The caller's contract, for the 0.6 fields.
-            unsafe { __nmiclock_register_target(t, $crate::ffi::target::SIZE_0_6) }
+            kernel::pr_err!(
+                "register_target: a provider built against the 0.6 nmiclock.h: rebuild it against the module's include/nmiclock.h\n"
+            );
+            kernel::error::code::EINVAL.to_errno()
         }
 
         /// Unregisters `t` (exported GPL by the glue), stopping a run that
@@ -669,7 +636,7 @@ macro_rules! export_registry {
             use $crate::ffi::bindings;
             let _: unsafe extern "C" fn(*mut bindings::nmiclock_target) -> kernel::ffi::c_int =
                 bindings::nmiclock_register_target;
-            let _: unsafe extern "C" fn(*mut bindings::nmiclock_target) -> kernel::ffi::c_int =
+            let _: extern "C" fn(*mut bindings::nmiclock_target) -> kernel::ffi::c_int =
                 nmiclock_register_target;
             let _: unsafe extern "C" fn(
                 *mut bindings::nmiclock_target,

@@ -343,7 +343,7 @@ t_target_bad_registrations() {
 	log=$(log_since badreg)
 	printf '%s\n' "$log" | grep -E 'nmiclock: register_target|nmiclock_target_c' | sed 's/^\[[^]]*\] //'
 	n=$(printf '%s\n' "$log" | grep -c 'nmiclock: register_target: ')
-	[ "$n" = 9 ] || { echo "$n refusal lines, want 9 (one per bad registration)"; ret=1; }
+	[ "$n" = 10 ] || { echo "$n refusal lines, want 10 (one per bad registration)"; ret=1; }
 	[ "$(stat_value "$DIR/stats" registered_targets)" = 2 ] ||
 		{ echo "registered_targets: $(stat_value "$DIR/stats" registered_targets), want 2"; ret=1; }
 	echo target=no_such_target >"$DIR/config" 2>/dev/null && { echo "target=no_such_target accepted"; ret=1; }
