@@ -388,7 +388,7 @@ impl kernel::Module for NmiClock {
             ffi::time::counter_khz(),
             kernel_display!(settings::Inline)
         );
-        if settings::number(settings::Key::Autostart) == 1 {
+        if settings::flag(settings::Key::Autostart) {
             stress.start()?;
         }
         Ok(NmiClock(Some(Loaded {

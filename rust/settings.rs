@@ -303,6 +303,11 @@ pub(crate) fn number(key: Key) -> u32 {
     }
 }
 
+/// Whether a 0-or-1 setting (`autostart`, `trace_on_anomaly`) is on.
+pub(crate) fn flag(key: Key) -> bool {
+    number(key) != 0
+}
+
 /// The target the setting `target` selects, as the index
 /// [`crate::target`] gave it (built-in or registered; only `target`
 /// interprets it).

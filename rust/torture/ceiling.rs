@@ -7,7 +7,7 @@
 //! run reports its own rate against it (`nmi_ceiling_per_s`,
 //! [`per_s`]).
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::source::Source;
 use super::Stress;
@@ -33,33 +33,50 @@ pub(crate) enum Measured {
     CouldNotStart(u64),
 }
 
-/// Per source (as in [`SOURCES`]): the value of its last measurement and
-/// which [`Measured`] it is (0 not, 1 a rate, 2 an errno).
-static LAST: [[AtomicU64; 2]; SOURCES.len()] =
-    [const { [const { AtomicU64::new(0) }; 2] }; SOURCES.len()];
+/// One source's last measurement, kept for any context to read.
+struct Last {
+    /// Which [`Measured`] it is: [`NOT`], [`RATE`] or [`ERRNO`].
+    kind: AtomicU32,
+    /// The rate, or the errno.
+    value: AtomicU64,
+}
 
-fn load(slot: &[AtomicU64; 2]) -> Measured {
-    let [v, kind] = [&slot[0], &slot[1]].map(|a| a.load(Ordering::Relaxed));
-    match kind {
-        1 => Measured::Rate(v),
-        2 => Measured::CouldNotStart(v),
-        _ => Measured::Not,
+const NOT: u32 = 0;
+const RATE: u32 = 1;
+const ERRNO: u32 = 2;
+
+impl Last {
+    fn get(&self) -> Measured {
+        let v = self.value.load(Ordering::Relaxed);
+        match self.kind.load(Ordering::Relaxed) {
+            RATE => Measured::Rate(v),
+            ERRNO => Measured::CouldNotStart(v),
+            _ => Measured::Not,
+        }
+    }
+
+    fn set(&self, m: Measured) {
+        let (kind, v) = match m {
+            Measured::Not => (NOT, 0),
+            Measured::Rate(v) => (RATE, v),
+            Measured::CouldNotStart(e) => (ERRNO, e),
+        };
+        self.value.store(v, Ordering::Relaxed);
+        self.kind.store(kind, Ordering::Relaxed);
     }
 }
 
-fn store(slot: &[AtomicU64; 2], m: Measured) {
-    let (v, kind) = match m {
-        Measured::Not => (0, 0),
-        Measured::Rate(v) => (v, 1),
-        Measured::CouldNotStart(e) => (e, 2),
-    };
-    slot[0].store(v, Ordering::Relaxed);
-    slot[1].store(kind, Ordering::Relaxed);
-}
+/// Each source's last measurement, as in [`SOURCES`].
+static LAST: [Last; SOURCES.len()] = [const {
+    Last {
+        kind: AtomicU32::new(NOT),
+        value: AtomicU64::new(0),
+    }
+}; SOURCES.len()];
 
 /// Each source and its last measurement.
 pub(crate) fn each() -> impl Iterator<Item = (Source, Measured)> {
-    SOURCES.into_iter().zip(LAST.iter().map(load))
+    SOURCES.into_iter().zip(LAST.iter().map(Last::get))
 }
 
 /// The ceiling last measured for `source`, samples per second, if any.
@@ -74,7 +91,7 @@ pub(crate) fn per_s(source: Source) -> Option<u64> {
 /// nested in `bench`'s activity.
 pub(crate) fn measure(stress: &Stress, bench: &Guard) {
     for (slot, source) in LAST.iter().zip(SOURCES) {
-        store(slot, Measured::Not);
+        slot.set(Measured::Not);
         if source == Source::Ipi && !crate::arch::NMI_IPI {
             continue;
         }
@@ -82,6 +99,6 @@ pub(crate) fn measure(stress: &Stress, bench: &Guard) {
             Ok(r) => Measured::Rate(r.samples.saturating_mul(1_000) / r.elapsed_ms.max(1)),
             Err(e) => Measured::CouldNotStart(e.to_errno().unsigned_abs().into()),
         };
-        store(slot, m);
+        slot.set(m);
     }
 }

@@ -11,7 +11,7 @@
 //! a writer inside its update proves nothing; else `SUCCESS`.
 
 use core::fmt::{self, Write};
-use core::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicI64, AtomicU32, Ordering};
 
 use kernel::prelude::*;
 
@@ -57,6 +57,9 @@ pub(crate) enum Verdict {
 }
 
 impl Verdict {
+    /// Every verdict.
+    const ALL: [Self; 3] = [Self::Success, Self::Failure, Self::Inconclusive];
+
     fn name(self) -> &'static str {
         match self {
             Self::Success => "SUCCESS",
@@ -203,13 +206,31 @@ pub(crate) fn source_used() -> &'static str {
 struct Ended {
     /// The clock's rate against the counter over the last run, in ppb.
     rate_error_ppb: AtomicI64,
-    /// The verdict of the last run (`Verdict as u64` + 1), 0 before any.
-    last_verdict: AtomicU64,
+    /// The verdict of the last run, if any.
+    last_verdict: VerdictCell,
+}
+
+/// A verdict kept for any context to read: none, or one of [`Verdict`].
+struct VerdictCell(AtomicU32);
+
+impl VerdictCell {
+    const fn new() -> Self {
+        Self(AtomicU32::new(0))
+    }
+
+    fn set(&self, v: Verdict) {
+        self.0.store(v as u32 + 1, Ordering::Relaxed);
+    }
+
+    fn get(&self) -> Option<Verdict> {
+        let stored = self.0.load(Ordering::Relaxed);
+        Verdict::ALL.into_iter().find(|v| *v as u32 + 1 == stored)
+    }
 }
 
 static ENDED: Ended = Ended {
     rate_error_ppb: AtomicI64::new(0),
-    last_verdict: AtomicU64::new(0),
+    last_verdict: VerdictCell::new(),
 };
 
 /// Takes the measures that need the clock at the end of a run.
@@ -253,9 +274,7 @@ fn first_anomaly() -> [(&'static str, OrNone); 3] {
 pub(crate) fn end_of_test(why: &str) {
     let t = Totals::now();
     let verdict = t.verdict();
-    ENDED
-        .last_verdict
-        .store(verdict as u64 + 1, Ordering::Relaxed);
+    ENDED.last_verdict.set(verdict);
     let mut line = Line::new();
     let _ = write!(
         line,
@@ -314,12 +333,7 @@ pub(crate) fn stats(w: &mut impl Write) -> fmt::Result {
     writeln!(
         w,
         "verdict: {}",
-        match ENDED.last_verdict.load(Ordering::Relaxed) {
-            0 => "none",
-            1 => Verdict::Success.name(),
-            2 => Verdict::Failure.name(),
-            _ => Verdict::Inconclusive.name(),
-        }
+        ENDED.last_verdict.get().map_or("none", Verdict::name)
     )?;
     writeln!(w, "nmi_source_used: {}", source_used())?;
     writeln!(w, "coverage_cap: {}", super::COVERAGE_CAP)?;
