@@ -335,6 +335,231 @@ t_bad_params() {
 	return $ret
 }
 
+# Fault injection (debug kernels: CONFIG_FAULT_INJECTION, FAILSLAB,
+# FAIL_PAGE_ALLOC, their debugfs and stack-trace filter): every allocation
+# that module init, then `start`, asks for is failed in turn, the Nth by
+# /proc/self/fail-nth, which the kernel keeps per task across exec. Only
+# allocations with module code within the 32 innermost frames of their
+# stack trace count (the stack-trace filter, from the end of the
+# kernel's image up: module space), so neither insmod's exec nor the loader's own work before init
+# does, and none that kmemleak makes for its own records
+# (__alloc_object()): failing those tests kmemleak, not nmiclock.
+# Allocations made in other tasks (kthreadd forking the module's
+# threads, work items) are not failed.
+# Whether the Nth was failed is told by the faults' `times` counters,
+# which each injected fault decrements. Each failure must be a clean
+# error (an errno; the module not loaded, or its run not started), and
+# the module must then unload and load again with nothing left behind; a
+# fault the module tolerates must leave it working. The case ends when
+# an attempt succeeds with no fault left to inject, or fails at FAULT_MAX
+# attempts. At the end: no splat in the kernel log since its start, and
+# kmemleak, once the last attempt's objects are old enough for it (5 s),
+# finds no leak.
+FAULT_MAX=200
+FAULT_ATTRS="$DEBUGFS/failslab $DEBUGFS/fail_page_alloc"
+
+# ksym_range SYMBOL: from SYMBOL's address in /proc/kallsyms to the next
+# higher one's, "0xSTART 0xEND" (kallsyms lists the kernel's symbols in
+# address order, all of the same width); fails where kallsyms hides the
+# addresses.
+ksym_range() {
+	awk -v f="$1" '
+		a != "" && ($1 "") > a { print "0x" a, "0x" $1; ok = 1; exit }
+		a == "" && $3 == f && $1 !~ /^0+$/ { a = $1 "" }
+		END { exit !ok }' /proc/kallsyms
+}
+
+# ksym_addr SYMBOL: SYMBOL's address in /proc/kallsyms, "0xADDRESS".
+ksym_addr() {
+	awk -v f="$1" '$3 == f && $1 !~ /^0+$/ { print "0x" $1; ok = 1; exit } END { exit !ok }' /proc/kallsyms
+}
+
+# fault_set FILE VALUE: writes VALUE to the fault attribute FILE of each of
+# FAULT_ATTRS, first keeping what it held for fault_restore.
+fault_set() {
+	for d in $FAULT_ATTRS; do
+		[ -e "$d/$1" ] || continue
+		read -r v <"$d/$1" && echo "$d/$1 $v" >>"$SCRATCH/fault-saved"
+		echo "$2" >"$d/$1" || return 1
+	done
+}
+
+fault_restore() {
+	[ -e "$SCRATCH/fault-saved" ] || return 0
+	restored=
+	# The first value kept for each file is the one found.
+	while read -r f v; do
+		case " $restored " in *" $f "*) continue ;; esac
+		echo "$v" >"$f"
+		restored="$restored $f"
+	done <"$SCRATCH/fault-saved"
+	rm -f "$SCRATCH/fault-saved"
+}
+
+# fault_times: the faults' `times` counters summed, in $ft.
+fault_times() {
+	ft=0
+	for d in $FAULT_ATTRS; do
+		read -r v <"$d/times" && ft=$((ft + v))
+	done
+}
+
+# fault_errno FILE: the error a tool printed in FILE, from its last ": "
+# (insmod's, the shell's or dd's strerror), in $fe; empty if none.
+fault_errno() {
+	fe=
+	while IFS= read -r l; do
+		case $l in *': '*) fe=${l##*: } ;; esac
+	done <"$1"
+}
+
+# fault_insmod N: insmod of the module with the Nth allocation failed.
+# busybox's insmod, when finit_module() fails, tries init_module() with
+# the file read into memory, whose init then runs with nothing left to
+# fail: given the module through a pipe, which finit_module() refuses
+# before any module code runs, it makes one attempt, init_module()'s.
+fault_insmod() {
+	if [ $FAULT_INSMOD = pipe ]; then
+		cat "$module" | (echo "$1" >/proc/self/fail-nth && exec insmod /dev/stdin)
+	else
+		(echo "$1" >/proc/self/fail-nth && exec insmod "$module")
+	fi
+}
+
+# fault_start N: writes start to control with the Nth allocation failed,
+# its error in $err (through dd where dash's echo would not name it, as
+# expect_refused does).
+fault_start() {
+	if [ $REFUSED_BY = echo ]; then
+		(echo "$1" >/proc/self/fail-nth && echo start >"$DIR/control") 2>"$err"
+	else
+		echo start | (echo "$1" >/proc/self/fail-nth &&
+			exec dd of="$DIR/control" bs=4096 2>"$err" >/dev/null)
+	fi
+}
+
+t_fault_inject() {
+	[ -e /proc/self/fail-nth ] ||
+		{ echo "SKIP: no /proc/self/fail-nth: a kernel without CONFIG_FAULT_INJECTION (the debug kernel has it)"; return 4; }
+	[ -e "$DEBUGFS/failslab/require-start" ] ||
+		{ echo "SKIP: no $DEBUGFS/failslab/require-start: CONFIG_FAILSLAB, CONFIG_FAULT_INJECTION_DEBUG_FS or CONFIG_FAULT_INJECTION_STACKTRACE_FILTER missing"; return 4; }
+	image_end=$(ksym_addr _end) ||
+		{ echo "SKIP: no address of _end in /proc/kallsyms (CONFIG_KALLSYMS_ALL, kptr_restrict)"; return 4; }
+	[ -e "$DEBUGFS/fail_page_alloc" ] || FAULT_ATTRS=$DEBUGFS/failslab
+	FAULT_INSMOD=file
+	insmod 2>&1 | grep -q BusyBox && FAULT_INSMOD=pipe
+	is_loaded && unload_all
+	err=$(scratch err)
+	ret=0
+	# Every allocation of the module's may fail (not only those that
+	# cannot sleep), pages of any order, with no log line of the fault
+	# injection's own; the counters high enough never to run out.
+	fault_set ignore-gfp-wait N && fault_set min-order 0 && fault_set verbose 0 &&
+		fault_set times 1000000 && fault_set stacktrace-depth 32 &&
+		fault_set require-start "$image_end" && fault_set require-end 0xffffffffffffffff ||
+		{ echo "cannot set up fault injection in $DEBUGFS"; fault_restore; return 1; }
+	if kmemleak_range=$(ksym_range __alloc_object); then
+		fault_set reject-start "${kmemleak_range% *}" && fault_set reject-end "${kmemleak_range#* }"
+	fi
+	# synchronize_rcu() in every unload and failed init, expedited: the
+	# attempts take half the time.
+	read -r rcu_exp </sys/kernel/rcu_expedited 2>/dev/null && echo 1 >/sys/kernel/rcu_expedited
+	mark fault-inject
+	uptime_s
+	t_begin=$up_s
+	n=1 attempts=0 init_done= start_done= init_failed=0 start_failed=0 tolerated= tally_init= tally_start=
+	while [ -z "$init_done" ] || [ -z "$start_done" ]; do
+		if [ $n -gt $FAULT_MAX ]; then
+			echo "still failing after $FAULT_MAX attempts (FAULT_MAX): init ${init_done:-not done}, start ${start_done:-not done}"
+			ret=1
+			break
+		fi
+		mark "fault-$n"
+		attempts=$n
+		if [ -z "$init_done" ]; then
+			fault_times
+			t0=$ft
+			fault_insmod $n >/dev/null 2>"$err"
+			rc=$?
+			fault_times
+			fault_errno "$err"
+			if [ $rc -ne 0 ] && [ $ft -lt $t0 ]; then
+				init_failed=$((init_failed + 1))
+				[ -n "$fe" ] || { echo "init, allocation $n failed: insmod failed with no error message"; ret=1; }
+				case "|$tally_init|" in *"|$fe|"*) ;; *) tally_init="$tally_init|$fe" ;; esac
+				left=$(left_behind)
+				[ -z "$left" ] || { echo "init, allocation $n failed ($fe): $left"; ret=1; break; }
+			elif [ $rc -ne 0 ]; then
+				echo "init, attempt $n: insmod failed with no fault injected ($fe): left behind by the attempt before?"
+				ret=1
+				break
+			elif [ $ft -lt $t0 ]; then
+				tolerated="$tolerated init:$n"
+				unload || { echo "init, allocation $n failed and tolerated: rmmod failed"; ret=1; break; }
+				left=$(left_behind)
+				[ -z "$left" ] || { echo "init, allocation $n failed and tolerated: $left after rmmod"; ret=1; break; }
+			else
+				init_done=$n
+			fi
+		fi
+		if [ -z "$start_done" ]; then
+			is_loaded || load || { echo "attempt $n: insmod with no fault injected failed"; ret=1; break; }
+			fault_times
+			t0=$ft
+			fault_start $n
+			rc=$?
+			fault_times
+			fault_errno "$err"
+			if [ $rc -ne 0 ] && [ $ft -lt $t0 ]; then
+				start_failed=$((start_failed + 1))
+				[ -n "$fe" ] || { echo "start, allocation $n failed: the write failed with no error message"; ret=1; }
+				case "|$tally_start|" in *"|$fe|"*) ;; *) tally_start="$tally_start|$fe" ;; esac
+				state_is "$DIR/control" idle ||
+					{ echo "start, allocation $n failed ($fe): control says '$st_line', not idle"; ret=1; }
+			elif [ $rc -ne 0 ]; then
+				echo "start, attempt $n: the write failed with no fault injected ($fe)"
+				ret=1
+			elif [ $ft -lt $t0 ]; then
+				tolerated="$tolerated start:$n"
+			else
+				start_done=$n
+			fi
+		fi
+		if is_loaded; then
+			unload || { echo "attempt $n: rmmod failed"; ret=1; break; }
+			left=$(left_behind)
+			[ -z "$left" ] || { echo "attempt $n: $left after rmmod"; ret=1; break; }
+		fi
+		[ $ret -eq 0 ] || break
+		n=$((n + 1))
+	done
+	fault_restore
+	[ -z "${rcu_exp:-}" ] || echo "$rcu_exp" >/sys/kernel/rcu_expedited
+	is_loaded && unload
+	uptime_s
+	last=$up_s
+	echo "$attempts attempts in $((last - t_begin)) s"
+	echo "init: ${init_failed} allocations failed in turn (errors: ${tally_init#|}), attempt ${init_done:-?} loaded with none left to fail"
+	echo "start: ${start_failed} allocations failed in turn (errors: ${tally_start#|}), attempt ${start_done:-?} started with none left to fail"
+	echo "faults tolerated (the module loaded or started, then unloaded clean):${tolerated:- none}"
+	[ $init_failed -gt 0 ] && [ $start_failed -gt 0 ] ||
+		{ echo "no fault was injected into init or start: is fail-nth kept across exec?"; ret=1; }
+	# A splat, with the attempt it followed.
+	found=$(log_since fault-inject | SPLAT_RE=$SPLAT_RE awk '
+		/nmiclock-selftest\[[0-9]+\]: mark fault-[0-9]+$/ { a = $NF; next }
+		$0 ~ ENVIRON["SPLAT_RE"] { print a ": " $0 }')
+	[ -z "$found" ] || { echo "kernel log:"; printf '%s\n' "$found" | head -n 20; ret=1; }
+	if [ -e "$KMEMLEAK" ]; then
+		# kmemleak reports objects 5 s old and older.
+		uptime_s
+		[ $((up_s - last)) -ge 6 ] || sleep $((6 - (up_s - last)))
+		echo scan >"$KMEMLEAK" || { echo "kmemleak scan failed"; ret=1; }
+		leaks=$(cat "$KMEMLEAK")
+		[ -z "$leaks" ] || { echo "kmemleak reports:"; printf '%s\n' "$leaks" | head -n 40; ret=1; }
+	fi
+	return $ret
+}
+
 # kmemleak (debug kernels): after everything is unloaded, an explicit scan
 # must find nothing new since the suite started. It reports only objects
 # older than 5 s, hence the wait.
@@ -398,3 +623,4 @@ case_add t_variants "every clock variant loads and says so"
 case_add t_sample "sample consumer loads, reads and unloads"
 case_add t_rebuild_monotonic "the exported clock never steps back on any CPU or across CPUs during $REBUILDS config rebuilds"
 case_add t_bad_params "bad module parameters: EINVAL, a log line, nothing loaded"
+case_add t_fault_inject "every allocation of init and of start failed in turn: a clean error, nothing left or leaked, the module loads again (debug kernels)"
