@@ -340,22 +340,23 @@ t_bad_params() {
 # that module init, then `start`, asks for is failed in turn, the Nth by
 # /proc/self/fail-nth, which the kernel keeps per task across exec. Only
 # allocations with module code within the 32 innermost frames of their
-# stack trace count (the stack-trace filter, from the end of the
-# kernel's image up: module space), so neither insmod's exec nor the loader's own work before init
-# does, and none that kmemleak makes for its own records
-# (__alloc_object()): failing those tests kmemleak, not nmiclock.
-# Allocations made in other tasks (kthreadd forking the module's
-# threads, work items) are not failed.
-# Whether the Nth was failed is told by the faults' `times` counters,
-# which each injected fault decrements. Each failure must be a clean
-# error (an errno; the module not loaded, or its run not started), and
-# the module must then unload and load again with nothing left behind; a
-# fault the module tolerates must leave it working. The case ends when
-# an attempt succeeds with no fault left to inject, or fails at FAULT_MAX
-# attempts. At the end: no splat in the kernel log since its start. A
-# leak is t_kmemleak's to find, at the end of the same suite (kmemleak
-# reports objects 5 s old, with their backtraces): a scan here would wait
-# for them.
+# stack trace count (the stack-trace filter, from the end of the kernel's
+# image up: module space), so neither insmod's exec nor the loader's own
+# work before init does, and none that kmemleak makes for its own
+# records (__alloc_object()): failing those tests kmemleak, not nmiclock.
+# Allocations made in other tasks (kthreadd forking the module's threads,
+# work items) are not failed. Whether the Nth was failed is told by the
+# faults' `times` counters, which each injected fault decrements.
+# Each failure must be a clean error (an errno): a failed init leaves the
+# module unloaded with nothing behind; a failed start leaves its run idle
+# and the module able to start again, which the next attempt, on the same
+# load, shows; a fault the module tolerates must leave it working. Each
+# phase ends when an attempt succeeds with no fault left to inject, or
+# fails at FAULT_MAX attempts. Then the module unloads with nothing left
+# behind and loads again, and the kernel log since the start shows no
+# splat. A leak is t_kmemleak's to find, at the end of the same suite
+# (kmemleak reports objects 5 s old, with their backtraces): a scan here
+# would wait for them.
 FAULT_MAX=200
 FAULT_ATTRS="$DEBUGFS/failslab $DEBUGFS/fail_page_alloc"
 
@@ -468,72 +469,79 @@ t_fault_inject() {
 	mark fault-inject
 	uptime_s
 	t_begin=$up_s
-	n=1 attempts=0 init_done= start_done= init_failed=0 start_failed=0 tolerated= tally_init= tally_start=
-	while [ -z "$init_done" ] || [ -z "$start_done" ]; do
-		if [ $n -gt $FAULT_MAX ]; then
-			echo "still failing after $FAULT_MAX attempts (FAULT_MAX): init ${init_done:-not done}, start ${start_done:-not done}"
-			ret=1
-			break
-		fi
+	attempts=0 init_done= start_done= init_failed=0 start_failed=0 tolerated= tally_init= tally_start=
+	# Init: the Nth allocation failed, until a load fails none.
+	n=1
+	while [ -z "$init_done" ] && [ $ret -eq 0 ]; do
+		[ $n -le $FAULT_MAX ] || { echo "init still failing after $FAULT_MAX attempts (FAULT_MAX)"; ret=1; break; }
 		mark "fault-$n"
-		attempts=$n
-		if [ -z "$init_done" ]; then
-			fault_times
-			t0=$ft
-			fault_insmod $n >/dev/null 2>"$err"
-			rc=$?
-			fault_times
-			fault_errno "$err"
-			if [ $rc -ne 0 ] && [ $ft -lt $t0 ]; then
-				init_failed=$((init_failed + 1))
-				[ -n "$fe" ] || { echo "init, allocation $n failed: insmod failed with no error message"; ret=1; }
-				case "|$tally_init|" in *"|$fe|"*) ;; *) tally_init="$tally_init|$fe" ;; esac
-				left=$(left_behind)
-				[ -z "$left" ] || { echo "init, allocation $n failed ($fe): $left"; ret=1; break; }
-			elif [ $rc -ne 0 ]; then
-				echo "init, attempt $n: insmod failed with no fault injected ($fe): left behind by the attempt before?"
-				ret=1
-				break
-			elif [ $ft -lt $t0 ]; then
-				tolerated="$tolerated init:$n"
-				unload || { echo "init, allocation $n failed and tolerated: rmmod failed"; ret=1; break; }
-				left=$(left_behind)
-				[ -z "$left" ] || { echo "init, allocation $n failed and tolerated: $left after rmmod"; ret=1; break; }
-			else
-				init_done=$n
-			fi
-		fi
-		if [ -z "$start_done" ]; then
-			is_loaded || load || { echo "attempt $n: insmod with no fault injected failed"; ret=1; break; }
-			fault_times
-			t0=$ft
-			fault_start $n
-			rc=$?
-			fault_times
-			fault_errno "$err"
-			if [ $rc -ne 0 ] && [ $ft -lt $t0 ]; then
-				start_failed=$((start_failed + 1))
-				[ -n "$fe" ] || { echo "start, allocation $n failed: the write failed with no error message"; ret=1; }
-				case "|$tally_start|" in *"|$fe|"*) ;; *) tally_start="$tally_start|$fe" ;; esac
-				state_is "$DIR/control" idle ||
-					{ echo "start, allocation $n failed ($fe): control says '$st_line', not idle"; ret=1; }
-			elif [ $rc -ne 0 ]; then
-				echo "start, attempt $n: the write failed with no fault injected ($fe)"
-				ret=1
-			elif [ $ft -lt $t0 ]; then
-				tolerated="$tolerated start:$n"
-			else
-				start_done=$n
-			fi
-		fi
-		if is_loaded; then
-			unload || { echo "attempt $n: rmmod failed"; ret=1; break; }
+		attempts=$((attempts + 1))
+		fault_times
+		t0=$ft
+		fault_insmod $n >/dev/null 2>"$err"
+		rc=$?
+		fault_times
+		fault_errno "$err"
+		if [ $rc -ne 0 ] && [ $ft -lt $t0 ]; then
+			init_failed=$((init_failed + 1))
+			[ -n "$fe" ] || { echo "init, allocation $n failed: insmod failed with no error message"; ret=1; }
+			case "|$tally_init|" in *"|$fe|"*) ;; *) tally_init="$tally_init|$fe" ;; esac
 			left=$(left_behind)
-			[ -z "$left" ] || { echo "attempt $n: $left after rmmod"; ret=1; break; }
+			[ -z "$left" ] || { echo "init, allocation $n failed ($fe): $left"; ret=1; }
+		elif [ $rc -ne 0 ]; then
+			echo "init, attempt $n: insmod failed with no fault injected ($fe): left behind by the attempt before?"
+			ret=1
+		elif [ $ft -lt $t0 ]; then
+			tolerated="$tolerated init:$n"
+			unload || { echo "init, allocation $n failed and tolerated: rmmod failed"; ret=1; }
+			left=$(left_behind)
+			[ -z "$left" ] || { echo "init, allocation $n failed and tolerated: $left after rmmod"; ret=1; }
+		else
+			init_done=$n
 		fi
-		[ $ret -eq 0 ] || break
 		n=$((n + 1))
 	done
+	# Start: the Nth allocation failed, on the module loaded above, until a
+	# start fails none. A failed start must leave it idle and able to
+	# start again: the next attempt is the check.
+	n=1
+	while [ -z "$start_done" ] && [ $ret -eq 0 ]; do
+		[ $n -le $FAULT_MAX ] || { echo "start still failing after $FAULT_MAX attempts (FAULT_MAX)"; ret=1; break; }
+		is_loaded || load || { echo "start, attempt $n: insmod with no fault injected failed"; ret=1; break; }
+		mark "fault-start-$n"
+		attempts=$((attempts + 1))
+		fault_times
+		t0=$ft
+		fault_start $n
+		rc=$?
+		fault_times
+		fault_errno "$err"
+		if [ $rc -ne 0 ] && [ $ft -lt $t0 ]; then
+			start_failed=$((start_failed + 1))
+			[ -n "$fe" ] || { echo "start, allocation $n failed: the write failed with no error message"; ret=1; }
+			case "|$tally_start|" in *"|$fe|"*) ;; *) tally_start="$tally_start|$fe" ;; esac
+			state_is "$DIR/control" idle ||
+				{ echo "start, allocation $n failed ($fe): control says '$st_line', not idle"; ret=1; }
+		elif [ $rc -ne 0 ]; then
+			echo "start, attempt $n: the write failed with no fault injected ($fe)"
+			ret=1
+		else
+			[ $ft -lt $t0 ] && tolerated="$tolerated start:$n" || start_done=$n
+			echo stop >"$DIR/control" || { echo "start, attempt $n: stop failed"; ret=1; }
+			i=0
+			while ! state_is "$DIR/control" done && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+			state_is "$DIR/control" done || { echo "start, attempt $n: the run did not stop"; ret=1; }
+		fi
+		n=$((n + 1))
+	done
+	# After the failures, the module unloads with nothing left behind, and
+	# loads and unloads again.
+	if is_loaded; then
+		unload || { echo "rmmod after the start attempts failed"; ret=1; }
+		left=$(left_behind)
+		[ -z "$left" ] || { echo "after the start attempts: $left after rmmod"; ret=1; }
+		load && unload || { echo "the module does not load and unload again after the attempts"; ret=1; }
+	fi
 	fault_restore
 	[ -z "${rcu_exp:-}" ] || echo "$rcu_exp" >/sys/kernel/rcu_expedited
 	is_loaded && unload
@@ -547,7 +555,7 @@ t_fault_inject() {
 		{ echo "no fault was injected into init or start: is fail-nth kept across exec?"; ret=1; }
 	# A splat, with the attempt it followed.
 	found=$(log_since fault-inject | SPLAT_RE=$SPLAT_RE awk '
-		/nmiclock-selftest\[[0-9]+\]: mark fault-[0-9]+$/ { a = $NF; next }
+		/nmiclock-selftest\[[0-9]+\]: mark fault-(start-)?[0-9]+$/ { a = $NF; next }
 		$0 ~ ENVIRON["SPLAT_RE"] { print a ": " $0 }')
 	[ -z "$found" ] || { echo "kernel log:"; printf '%s\n' "$found" | head -n 20; ret=1; }
 	return $ret
