@@ -100,6 +100,11 @@ ZOO_S=1
 for f in module clock acct wake stress target zoo interface; do
 	. "$here/cases_$f.sh"
 done
+# The fault case after every other: its time is module loads, one per
+# attempt, bound by the CPU (the stress runs are bound by their
+# duration): where the suite shares the machine, as in scripts/run-tests,
+# the other work is done by then.
+case_add t_fault_inject "every allocation of init and of start failed in turn: a clean error, nothing left or leaked, the module loads again (debug kernels)"
 # Last: what must hold once everything else has run.
 case_add t_left_as_found "the suite leaves time, NTP frequency, clocksource, perf sysctls and online CPUs as it found them"
 case_add t_kmemleak "kmemleak finds no leak after unload (debug kernels)"
