@@ -306,11 +306,13 @@ fn worker(k: &Kthread, _cpu: u32) {
 pub(crate) struct AcctSlots(());
 
 impl AcctSlots {
-    /// Installs the records.
+    /// Installs the records; until a run starts, the updates' strategy
+    /// is the one the module loaded with.
     pub(crate) fn new() -> Result<Self> {
         STATE
             .min_delta_ns
             .store(ffi::time::tick_nsec(), Ordering::Relaxed);
+        use_strategy(settings::choice::<Acct>());
         STATE.slots.install(AcctSlot::default)?;
         Ok(Self(()))
     }
