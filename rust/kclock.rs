@@ -68,15 +68,7 @@ use crate::percpu::PerCpu;
 use crate::read_check::SwitchLog;
 use crate::settings::{self, Key};
 
-crate::clocks! {
-    wait MonoFast = MonoFast;
-    LATCH_ORDERED: Latch over Ordered;
-    LATCH_BARE: Latch over Bare;
-    SEQCOUNT_ORDERED: Seqcount over Ordered;
-    SEQCOUNT_BARE: Seqcount over Bare;
-    UNPROTECTED_ORDERED: Unprotected over Ordered;
-    UNPROTECTED_BARE: Unprotected over Bare;
-}
+crate::clocks!(wait MonoFast = MonoFast);
 
 // The names the settings `clock` and `counter` take are these types'.
 const _: () = {

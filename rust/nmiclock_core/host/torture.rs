@@ -8,9 +8,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use nmiclock_core::clock::{
-    ClockData, ClockSource, EpochUpdate, Latch, Reading, Seqcount, Unprotected, Window, Writer,
-};
+use nmiclock_core::clock::{ClockData, ClockSource, EpochUpdate, Reading, Window, Writer};
 use nmiclock_core::counter::{mask_for_bits, Counter};
 use nmiclock_core::cyc_ns::{calc_mult_shift, same_rate_pair, NSEC_PER_MSEC};
 use nmiclock_core::high_water::HighWater;
@@ -26,15 +24,7 @@ pub(crate) use nmiclock_core::counter::{Tsc as Bare, TscOrdered as Ordered};
 /// The wait budget's clock.
 type Wait = fn() -> u64;
 
-nmiclock_core::clocks! {
-    wait Wait = sys::mono_ns as Wait;
-    LATCH_ORDERED: Latch over Ordered;
-    LATCH_BARE: Latch over Bare;
-    SEQCOUNT_ORDERED: Seqcount over Ordered;
-    SEQCOUNT_BARE: Seqcount over Bare;
-    UNPROTECTED_ORDERED: Unprotected over Ordered;
-    UNPROTECTED_BARE: Unprotected over Bare;
-}
+nmiclock_core::clocks!(wait Wait = sys::mono_ns as Wait);
 
 /// The clock the run tortures: its index in [`CLOCKS`].
 static ACTIVE: AtomicUsize = AtomicUsize::new(0);

@@ -955,21 +955,33 @@ pub fn switch_skewed_bound(
     }
 }
 
-/// Declares the clocks, one static per protection and counter, each once,
-/// and the ways to reach them: `CLOCKS`, every clock (the first is the
-/// default), for the writers; `index_of`, a clock's index by its
-/// protection's and counter's names; and `read_index`, a chain of
-/// comparisons that reads one statically (no call through a pointer), for
-/// readers in NMI or signal context. `wait TYPE = VALUE` is the clocks'
-/// [`TimeSource`]. nmiclock.ko's clocks and the host torture's are this
-/// one declaration, each over its own counters and time source.
+/// Declares the clocks, one static per protection over each of the
+/// caller's two counters (its `Ordered` and `Bare`), and the ways to reach
+/// them: `CLOCKS`, every clock (the first is the default), for the writers;
+/// `index_of`, a clock's index by its protection's and counter's names;
+/// and `read_index`, a chain of comparisons that reads one statically (no
+/// call through a pointer), for readers in NMI or signal context.
+/// `wait TYPE = VALUE` is the clocks' [`TimeSource`]. nmiclock.ko's clocks
+/// and the host torture's are this one declaration, each over its own
+/// counters and time source.
 #[macro_export]
 macro_rules! clocks {
-    (wait $wty:ty = $winit:expr; $($name:ident: $prot:ident over $ctr:ident;)*) => {
+    (wait $wty:ty = $winit:expr) => {
+        $crate::clocks! {
+            @each wait $wty = $winit;
+            LATCH_ORDERED: Latch over Ordered;
+            LATCH_BARE: Latch over Bare;
+            SEQCOUNT_ORDERED: Seqcount over Ordered;
+            SEQCOUNT_BARE: Seqcount over Bare;
+            UNPROTECTED_ORDERED: Unprotected over Ordered;
+            UNPROTECTED_BARE: Unprotected over Bare;
+        }
+    };
+    (@each wait $wty:ty = $winit:expr; $($name:ident: $prot:ident over $ctr:ident;)*) => {
         $(
             #[doc = concat!("`", stringify!($prot), "` over `", stringify!($ctr), "`.")]
-            pub(crate) static $name: $crate::clock::Clock<$prot, $ctr, $wty> =
-                $crate::clock::Clock::new($prot::new(), $ctr, $winit);
+            pub(crate) static $name: $crate::clock::Clock<$crate::clock::$prot, $ctr, $wty> =
+                $crate::clock::Clock::new($crate::clock::$prot::new(), $ctr, $winit);
         )*
 
         /// Every protection over every counter; the first is the default.
