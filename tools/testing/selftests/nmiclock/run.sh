@@ -3,7 +3,8 @@
 #
 # run.sh: one stress run of the loaded nmiclock, as the suite runs one
 # (its lib.sh: the clocksource waited for, perf kept from throttling the
-# samples and put back at exit), for scripts/run-main and scripts/soak in
+# samples; both perf's sysctls and the console's log level put back at
+# exit), for scripts/run-main and scripts/soak in
 # the guest. Starts the run, waits for it to end, prints what it left
 # ("== NAME" then the file: config, End of test, stats, anomalies,
 # histogram, percpu, series; "== end" last) and exits with its verdict,
@@ -41,7 +42,10 @@ state_snapshot "$SCRATCH/before"
 echo "== config"
 cat "$DIR/config"
 # The End of test line is printed once, below: keep the kernel's info
-# lines off the console meanwhile (warnings and worse still show).
+# lines off the console meanwhile (warnings and worse still show), and
+# put the console's level back at exit, with what lib.sh puts back.
+read -r printk_was _ </proc/sys/kernel/printk
+trap 'echo "$printk_was" >/proc/sys/kernel/printk; restore_state; rm -rf "$SCRATCH"' EXIT
 echo 5 >/proc/sys/kernel/printk
 echo start >"$DIR/control" || { echo "== the run did not start"; exit 4; }
 
