@@ -10,18 +10,27 @@
 //! per read, measured with `std::time::Instant`, with the spread of the
 //! runs (the 10th to the 90th percentile) beside it; the ratio column is
 //! against the bare ordered TSC read, taken in the same run of this
-//! program. The `nmiclock_sched_clock()` row is the exported function's
-//! path: the running clock's index loaded, dispatched by a `match` (as
-//! `kclock::read_index` does), then the latch read and its conversion.
+//! program. The clocks are the module's declaration ([`nmiclock_core::clocks!`])
+//! over the TSC; the `nmiclock_sched_clock()` row is the exported
+//! function's path: the running clock's index loaded atomically, then
+//! `read_index_ns` (the default clock's latch read inline, behind one
+//! comparison), as `kclock::now_ns` does.
 //! `cargo bench -- --quick` runs a short smoke version (the test command
 //! uses it to prove the benchmark builds and runs; its figures are noise).
 
 use std::hint::black_box;
 use std::time::Instant;
 
-use nmiclock_core::clock::{Clock, ClockSource, Latch, Seqcount};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use nmiclock_core::clock::ClockSource;
 use nmiclock_core::counter::{Counter, Tsc, TscOrdered};
 use nmiclock_core::cyc_ns::calc_mult_shift;
+
+// The module's six clocks, over the TSC read ordered and bare.
+type Wait = fn() -> u64;
+use nmiclock_core::counter::{Tsc as Bare, TscOrdered as Ordered};
+nmiclock_core::clocks!(wait Wait = wait_clock as Wait);
 
 /// Monotonic ns for the clocks' wait budget (never consulted by the latch).
 fn wait_clock() -> u64 {
@@ -57,26 +66,15 @@ fn main() {
     // Any frequency gives the same work per read; 1 GHz keeps the figures
     // readable if anyone prints the clocks' values.
     let ms = calc_mult_shift(1_000_000, 1_000_000, 3_600_000).expect("a conversion for 1 GHz");
-    let latch_ordered = Clock::new(Latch::new(), TscOrdered, wait_clock as fn() -> u64);
-    let latch_bare = Clock::new(Latch::new(), Tsc, wait_clock as fn() -> u64);
-    let seq_ordered = Clock::new(Seqcount::new(), TscOrdered, wait_clock as fn() -> u64);
-    for c in [
-        &latch_ordered as &dyn ClockSource,
-        &latch_bare,
-        &seq_ordered,
-    ] {
+    for c in CLOCKS {
         assert!(c.start(0, ms.mult, ms.shift, u64::MAX));
     }
+    let (latch_ordered, latch_bare, seq_ordered) = (&LATCH_ORDERED, &LATCH_BARE, &SEQCOUNT_ORDERED);
 
-    // The exported function's dispatch: an index read atomically, then a
-    // `match` to a statically known clock.
-    let running = std::sync::atomic::AtomicUsize::new(0);
-    let exported = || match running.load(std::sync::atomic::Ordering::Acquire) {
-        0 => latch_ordered.read().ns,
-        1 => latch_bare.read().ns,
-        2 => seq_ordered.read().ns,
-        _ => 0,
-    };
+    // The exported function's path: the running clock's index, read
+    // atomically, and the read it selects (the default's inline).
+    let running = AtomicUsize::new(0);
+    let exported = || read_index_ns(running.load(Ordering::Acquire));
 
     let rows: [(&str, (f64, f64, f64)); 7] = [
         (

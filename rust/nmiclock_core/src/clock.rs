@@ -957,13 +957,15 @@ pub fn switch_skewed_bound(
 
 /// Declares the clocks, one static per protection over each of the
 /// caller's two counters (its `Ordered` and `Bare`), and the ways to reach
-/// them: `CLOCKS`, every clock (the first is the default), for the writers;
-/// `index_of`, a clock's index by its protection's and counter's names;
-/// and `read_index`, a chain of comparisons that reads one statically (no
-/// call through a pointer), for readers in NMI or signal context.
-/// `wait TYPE = VALUE` is the clocks' [`TimeSource`]. nmiclock.ko's clocks
-/// and the host torture's are this one declaration, each over its own
-/// counters and time source.
+/// them: `CLOCKS`, every clock (the first, the latch over `Ordered`, is the
+/// default), for the writers; `index_of`, a clock's index by its
+/// protection's and counter's names; `read_index`, a chain of comparisons
+/// that reads one statically (no call through a pointer), for readers in
+/// NMI or signal context; and `read_index_ns`, the time alone, the
+/// default clock read inline and the others out of line, for a caller
+/// whose cost is the default's read. `wait TYPE = VALUE` is the clocks'
+/// [`TimeSource`]. nmiclock.ko's clocks and the host torture's are this
+/// one declaration, each over its own counters and time source.
 #[macro_export]
 macro_rules! clocks {
     (wait $wty:ty = $winit:expr) => {
@@ -977,21 +979,29 @@ macro_rules! clocks {
             UNPROTECTED_BARE: Unprotected over Bare;
         }
     };
-    (@each wait $wty:ty = $winit:expr; $($name:ident: $prot:ident over $ctr:ident;)*) => {
+    (@each wait $wty:ty = $winit:expr;
+     $first:ident: $fprot:ident over $fctr:ident;
+     $($name:ident: $prot:ident over $ctr:ident;)*) => {
         $(
             #[doc = concat!("`", stringify!($prot), "` over `", stringify!($ctr), "`.")]
             pub(crate) static $name: $crate::clock::Clock<$crate::clock::$prot, $ctr, $wty> =
                 $crate::clock::Clock::new($crate::clock::$prot::new(), $ctr, $winit);
         )*
+        #[doc = concat!("`", stringify!($fprot), "` over `", stringify!($fctr), "`: the default.")]
+        pub(crate) static $first: $crate::clock::Clock<$crate::clock::$fprot, $fctr, $wty> =
+            $crate::clock::Clock::new($crate::clock::$fprot::new(), $fctr, $winit);
 
         /// Every protection over every counter; the first is the default.
-        pub(crate) static CLOCKS: [&dyn $crate::clock::ClockSource; [$(stringify!($name)),*].len()] =
-            [$(&$name),*];
+        pub(crate) static CLOCKS: [&dyn $crate::clock::ClockSource;
+            [stringify!($first), $(stringify!($name)),*].len()] = [&$first, $(&$name),*];
 
         /// Reads clock `index` of [`CLOCKS`], statically dispatched.
         #[inline(always)]
         fn read_index(index: usize) -> Option<$crate::clock::Reading> {
-            let mut i = 0;
+            if index == 0 {
+                return Some($crate::clock::ClockSource::read(&$first));
+            }
+            let mut i = 1;
             $(
                 if index == i {
                     return Some($crate::clock::ClockSource::read(&$name));
@@ -1002,8 +1012,33 @@ macro_rules! clocks {
             None
         }
 
+        /// The time clock `index` of [`CLOCKS`] reads, in ns (0 for no
+        /// clock): the default's read inline, behind one comparison; any
+        /// other's through [`read_other_ns`]. So a caller of the default
+        /// pays for its read and one comparison; inlining all six reads,
+        /// as [`read_index`] does, gives it their code, loops and
+        /// registers too. (Not every user of the macro reads this way,
+        /// nor looks clocks up by name: hence the `dead_code` allows.)
+        #[allow(dead_code)]
+        #[inline(always)]
+        fn read_index_ns(index: usize) -> u64 {
+            if index == 0 {
+                return $crate::clock::ClockSource::read(&$first).ns;
+            }
+            read_other_ns(index)
+        }
+
+        /// [`read_index_ns`] of a clock other than the default, out of line.
+        #[allow(dead_code)]
+        #[cold]
+        #[inline(never)]
+        fn read_other_ns(index: usize) -> u64 {
+            read_index(index).map_or(0, |r| r.ns)
+        }
+
         /// The index in [`CLOCKS`] of the clock with this protection and
         /// counter, by their names.
+        #[allow(dead_code)]
         pub(crate) fn index_of(protection: &str, counter: &str) -> Option<usize> {
             CLOCKS
                 .iter()

@@ -2,7 +2,8 @@
 
 //! Host tests of `clock` and `counter`: conversion with masking at every
 //! counter width against a 128-bit reference, each protection's read and
-//! publish, and the epoch update (continuity, overrun, counter behind).
+//! publish, the epoch update (continuity, overrun, counter behind), and
+//! the six clocks `clocks!` declares, read by index.
 //! The concurrent behaviour is model-checked in `loom_clock.rs`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -917,4 +918,70 @@ fn a_slow_switch_to_another_rate_is_bounded_by_its_skew() {
             bound
         );
     }
+}
+
+/// The declaration both nmiclock.ko and the host torture use: six clocks
+/// over two counters, read by index.
+mod declared {
+    use super::{Counter, FakeCounter};
+
+    pub static TIME: FakeCounter = FakeCounter::new(0);
+
+    pub struct Ordered;
+    impl Counter for Ordered {
+        const NAME: &'static str = "ordered";
+        fn read(&self) -> u64 {
+            TIME.read()
+        }
+    }
+
+    pub struct Bare;
+    impl Counter for Bare {
+        const NAME: &'static str = "bare";
+        fn read(&self) -> u64 {
+            TIME.read()
+        }
+    }
+
+    type Wait = fn() -> u64;
+    nmiclock_core::clocks!(wait Wait = super::no_time as Wait);
+
+    pub fn clocks() -> &'static [&'static dyn nmiclock_core::clock::ClockSource] {
+        &CLOCKS
+    }
+    pub fn by_index(i: usize) -> (Option<u64>, u64) {
+        (read_index(i).map(|r| r.ns), read_index_ns(i))
+    }
+    pub fn find(p: &str, c: &str) -> Option<usize> {
+        index_of(p, c)
+    }
+}
+
+#[test]
+fn every_declared_clock_reads_the_same_by_index_and_by_time_alone() {
+    let (mult, shift) = tsc_pair();
+    declared::TIME.set(1_000);
+    let clocks = declared::clocks();
+    assert_eq!(clocks.len(), 6);
+    // Each clock its own epoch, so that a read of the wrong one shows.
+    for (i, c) in clocks.iter().enumerate() {
+        assert!(c.start(1_000_000 * (i as u64 + 1), mult, shift, u64::MAX));
+    }
+    declared::TIME.set(2_100_000);
+    // About 999,524 ns since the start (2,099,000 cycles at 2.1 GHz).
+    let elapsed = clocks[0].read().ns - 1_000_000;
+    assert!((999_000..1_000_000).contains(&elapsed), "{elapsed}");
+    for (i, c) in clocks.iter().enumerate() {
+        let want = c.read().ns;
+        assert_eq!(want, 1_000_000 * (i as u64 + 1) + elapsed, "clock {i}");
+        assert_eq!(declared::by_index(i), (Some(want), want), "clock {i}");
+    }
+    // No such clock: nothing read, and time 0.
+    assert_eq!(declared::by_index(6), (None, 0));
+    assert_eq!(declared::by_index(usize::MAX), (None, 0));
+    // The first, read inline by the time alone, is the latch over the
+    // ordered counter, the default.
+    assert_eq!(declared::find("latch", "ordered"), Some(0));
+    assert_eq!(declared::find("unprotected", "bare"), Some(5));
+    assert_eq!(declared::find("latch", "fake"), None);
 }
