@@ -859,3 +859,93 @@ nmc_results_update() {
 		return 1
 	fi
 }
+
+# nmc_bench_promises ARCH DIR: prints each of nmiclock's performance
+# promises with its figure from the run-bench output in DIR (table.txt,
+# consumer.txt: nmiclock_consumer.ko's lines, refscale.txt: bench.sh's
+# line comparing refscale with our table) and whether it holds; returns 0
+# when every one holds, 1 when one does not or was not measured. Each
+# figure is a ratio taken within the one run (under QEMU TCG time is
+# emulated: only such ratios compare):
+#  - the exported clock over the latch read called the same way, out of
+#    line (nmiclock_sched_clock() / latch/COUNTER_ordered (call)), in each
+#    phase: at most 1.25;
+#  - from another module (nmiclock_consumer.ko), nmiclock_sched_clock()
+#    over sched_clock(): at most 0.8 on x86_64, 0.7 on arm64, in every
+#    load (the highest is the figure);
+#  - the latch read over the unprotected read, both over the ordered
+#    counter, in each phase: at most 1.25;
+#  - acct's irqsave over its cmpxchg (cmpxchg no slower), tick and apply,
+#    in each phase: at least 1.00;
+#  - refscale's ktime_get_real_fast_ns() over our table's, idle, the 10th
+#    percentile of each's runs: within 10 % (0.90 to 1.10). Not the
+#    medians: the two are timed one after the other, and under QEMU TCG the
+#    host runs the guest at one of two speeds for seconds at a time, so
+#    that the medians can fall in different speeds (bench.sh's line has
+#    both).
+# The table's ratios are its "ratio" column (each row over sched_clock(),
+# or acct's over cmpxchg, median over the runs), so a promise between two
+# rows divides their ratios.
+nmc_bench_promises() {
+	local arch=$1 dir=$2 consumer_max
+	case $arch in arm64) consumer_max=0.70 ;; *) consumer_max=0.80 ;; esac
+	awk -v cmax="$consumer_max" '
+		function row(phase, name) { return ((phase SUBSEP name) in ratio) ? ratio[phase, name] : "" }
+		function verdict(what, fig, lo, hi,   ok, bound) {
+			bound = lo == "" ? "at most " hi : hi == "" ? "at least " lo : lo " to " hi
+			if (fig == "") { ok = "NOT MEASURED"; bad++ }
+			else if ((lo != "" && fig + 0 < lo + 0) || (hi != "" && fig + 0 > hi + 0)) { ok = "DOES NOT HOLD"; bad++ }
+			else ok = "holds"
+			printf "promise  %-68s %6s  %-14s %s\n", what, fig == "" ? "-" : sprintf("%.3f", fig), bound, ok
+			n++
+		}
+		function over(a, b) { return (a == "" || b == "" || b + 0 == 0) ? "" : a / b }
+		FILENAME ~ /table\.txt$/ && ($1 == "idle" || $1 == "updaters") && NF >= 8 {
+			name = $2
+			for (i = 3; i <= NF - 6; i++) name = name " " $i
+			ratio[$1, name] = $(NF - 1)
+			if (name ~ /^latch\/[a-z0-9]+_ordered \(call\)$/) call = name
+			if (name ~ /^latch\/[a-z0-9]+_ordered$/) latch = name
+			if (name ~ /^unprotected\/[a-z0-9]+_ordered$/) unprot = name
+			next
+		}
+		FILENAME ~ /consumer\.txt$/ && /^consumer [0-9]+: / {
+			loads++
+			if (match($0, / ratio [0-9.]+ /)) {
+				r = substr($0, RSTART + 7, RLENGTH - 8) + 0
+				if (cmeasured == "" || r > worst) worst = r
+				cmeasured++
+			}
+			next
+		}
+		FILENAME ~ /refscale\.txt$/ && /^refscale vs nmiclock bench/ {
+			if (match($0, /percentile refscale [0-9.]+,/)) theirs = substr($0, RSTART + 20, RLENGTH - 21)
+			if (match($0, /percentile .*\(idle\) [0-9.]+/)) ours = substr($0, RSTART, RLENGTH)
+			sub(/.*\(idle\) /, "", ours)
+			next
+		}
+		END {
+			if (call == "") call = "latch/?_ordered (call)"
+			if (latch == "") latch = "latch/?_ordered"
+			if (unprot == "") unprot = "unprotected/?_ordered"
+			for (p = 1; p <= 2; p++) {
+				ph = p == 1 ? "idle" : "updaters"
+				verdict("nmiclock_sched_clock() / " call ", " ph,
+					over(row(ph, "nmiclock_sched_clock()"), row(ph, call)), "", "1.25")
+			}
+			verdict("nmiclock_sched_clock() / sched_clock() from a module (" loads + 0 " loads)",
+				(cmeasured && cmeasured == loads) ? worst : "", "", cmax)
+			for (p = 1; p <= 2; p++) {
+				ph = p == 1 ? "idle" : "updaters"
+				verdict(latch " / " unprot ", " ph, over(row(ph, latch), row(ph, unprot)), "", "1.25")
+			}
+			for (p = 1; p <= 2; p++) {
+				ph = p == 1 ? "idle" : "updaters"
+				verdict("acct irqsave / cmpxchg (tick), " ph, row(ph, "acct irqsave (tick)"), "1.00", "")
+				verdict("acct irqsave / cmpxchg (apply), " ph, row(ph, "acct irqsave (apply)"), "1.00", "")
+			}
+			verdict("refscale / bench, ktime_get_real_fast_ns(), idle, 10th percentiles", over(theirs, ours), "0.90", "1.10")
+			printf "promises: %d of %d hold\n", n - bad, n
+			exit bad ? 1 : 0
+		}' "$dir/table.txt" "$dir/consumer.txt" "$dir/refscale.txt"
+}
