@@ -949,3 +949,20 @@ nmc_bench_promises() {
 			exit bad ? 1 : 0
 		}' "$dir/table.txt" "$dir/consumer.txt" "$dir/refscale.txt"
 }
+
+# nmc_console_mended FILE: a guest's console log with every line of the
+# guest's that a kernel message cut into joined again. The kernel prints
+# on the same serial port as the guest's shell, and a message that comes
+# while the guest is writing a line lands inside it: "nmiclock-vm-7f66"
+# then "[    1.656173] clocksource: Switched to clocksource tsc" and the
+# line's rest, "d2e94827: exit 0", on the next line. A line with a kernel
+# timestamp after its start is held back, and what came before the
+# timestamp is joined to the line that follows (the message's line goes).
+nmc_console_mended() {
+	awk '{
+		if (held != "") { $0 = held $0; held = "" }
+		if (match($0, /\[ *[0-9]+\.[0-9]+\] /) && RSTART > 1) { held = substr($0, 1, RSTART - 1); next }
+		print
+	}
+	END { if (held != "") print held }' "$1"
+}
