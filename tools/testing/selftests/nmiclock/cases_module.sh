@@ -429,15 +429,31 @@ fault_insmod() {
 }
 
 # fault_start N: writes start to control with the Nth allocation failed,
-# its error in $err (through dd where dash's echo would not name it, as
+# its error on stderr (through dd where dash's echo would not name it, as
 # expect_refused does).
 fault_start() {
 	if [ $REFUSED_BY = echo ]; then
-		(echo "$1" >/proc/self/fail-nth && echo start >"$DIR/control") 2>"$err"
+		(echo "$1" >/proc/self/fail-nth && echo start >"$DIR/control")
 	else
 		echo start | (echo "$1" >/proc/self/fail-nth &&
-			exec dd of="$DIR/control" bs=4096 2>"$err" >/dev/null)
+			exec dd of="$DIR/control" bs=4096 >/dev/null)
 	fi
+}
+
+# fault_try CMD N: one attempt, CMD N (fault_insmod or fault_start) with
+# the Nth allocation failed: its exit status in $rc, the error it printed
+# in $fe, and in $injected 1 if a fault was injected (a `times` counter
+# went down), else 0.
+fault_try() {
+	attempts=$((attempts + 1))
+	fault_times
+	t0=$ft
+	"$1" "$2" >/dev/null 2>"$err"
+	rc=$?
+	fault_times
+	injected=0
+	[ $ft -ge $t0 ] || injected=1
+	fault_errno "$err"
 }
 
 t_fault_inject() {
@@ -475,14 +491,8 @@ t_fault_inject() {
 	while [ -z "$init_done" ] && [ $ret -eq 0 ]; do
 		[ $n -le $FAULT_MAX ] || { echo "init still failing after $FAULT_MAX attempts (FAULT_MAX)"; ret=1; break; }
 		mark "fault-$n"
-		attempts=$((attempts + 1))
-		fault_times
-		t0=$ft
-		fault_insmod $n >/dev/null 2>"$err"
-		rc=$?
-		fault_times
-		fault_errno "$err"
-		if [ $rc -ne 0 ] && [ $ft -lt $t0 ]; then
+		fault_try fault_insmod $n
+		if [ $rc -ne 0 ] && [ $injected = 1 ]; then
 			init_failed=$((init_failed + 1))
 			[ -n "$fe" ] || { echo "init, allocation $n failed: insmod failed with no error message"; ret=1; }
 			case "|$tally_init|" in *"|$fe|"*) ;; *) tally_init="$tally_init|$fe" ;; esac
@@ -491,7 +501,7 @@ t_fault_inject() {
 		elif [ $rc -ne 0 ]; then
 			echo "init, attempt $n: insmod failed with no fault injected ($fe): left behind by the attempt before?"
 			ret=1
-		elif [ $ft -lt $t0 ]; then
+		elif [ $injected = 1 ]; then
 			tolerated="$tolerated init:$n"
 			unload || { echo "init, allocation $n failed and tolerated: rmmod failed"; ret=1; }
 			left=$(left_behind)
@@ -509,14 +519,8 @@ t_fault_inject() {
 		[ $n -le $FAULT_MAX ] || { echo "start still failing after $FAULT_MAX attempts (FAULT_MAX)"; ret=1; break; }
 		is_loaded || load || { echo "start, attempt $n: insmod with no fault injected failed"; ret=1; break; }
 		mark "fault-start-$n"
-		attempts=$((attempts + 1))
-		fault_times
-		t0=$ft
-		fault_start $n
-		rc=$?
-		fault_times
-		fault_errno "$err"
-		if [ $rc -ne 0 ] && [ $ft -lt $t0 ]; then
+		fault_try fault_start $n
+		if [ $rc -ne 0 ] && [ $injected = 1 ]; then
 			start_failed=$((start_failed + 1))
 			[ -n "$fe" ] || { echo "start, allocation $n failed: the write failed with no error message"; ret=1; }
 			case "|$tally_start|" in *"|$fe|"*) ;; *) tally_start="$tally_start|$fe" ;; esac
@@ -526,7 +530,7 @@ t_fault_inject() {
 			echo "start, attempt $n: the write failed with no fault injected ($fe)"
 			ret=1
 		else
-			[ $ft -lt $t0 ] && tolerated="$tolerated start:$n" || start_done=$n
+			[ $injected = 1 ] && tolerated="$tolerated start:$n" || start_done=$n
 			echo stop >"$DIR/control" || { echo "start, attempt $n: stop failed"; ret=1; }
 			i=0
 			while ! state_is "$DIR/control" done && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
