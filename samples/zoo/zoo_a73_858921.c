@@ -22,7 +22,8 @@
  * bits from after (back by 2^32), would pass as a second read.  So the
  * injector makes the first tear, and only on the first read in a context
  * on a CPU (task, softirq, hard IRQ and NMI each keep their own state)
- * after a carry, within @fault_ticks of it, never on two reads in a row:
+ * after a carry, within @fault_ticks of it, where that context's read
+ * before it came in the period just before, never on two reads in a row:
  * every wrong value it makes is one the workaround discards.
  *
  * The counter is a clean one, ktime_get_raw_fast_ns() at @counter_khz
@@ -115,8 +116,15 @@ static u64 read_cntvct(void)
 	struct inj_ctx *s = &this_cpu_ptr(&inj)->ctx[interrupt_context_level()];
 	u64 cnt = mul_u64_u32_div(ktime_get_raw_fast_ns(), counter_khz, 1000000);
 	u64 high = cnt >> carry_bit;
-	/* The first read here since the carry, close enough after it. */
-	bool bad = !s->last_bad && (s->last >> carry_bit) != high &&
+	/*
+	 * The first read here since the carry, close enough after it, the
+	 * read before it here in the period just before: two back-to-back
+	 * reads never straddle more than one carry of bit 32 (179 s apart at
+	 * 24 MHz), but a vCPU held off between them can straddle two of the
+	 * scaled bit, and a second read wrong then has the first's bit
+	 * carry_bit: no workaround of this kind could tell.
+	 */
+	bool bad = !s->last_bad && (s->last >> carry_bit) + 1 == high &&
 		   (cnt & (BIT_ULL(carry_bit) - 1)) < fault_ticks &&
 		   (u32)xorshift64(&s->rng) % fault_every == 0;
 
