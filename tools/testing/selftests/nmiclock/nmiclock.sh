@@ -34,7 +34,8 @@
 #                 this script is in)
 #   -c CYCLES     load/unload cycles (default: 20, or 5 with -q)
 #   -t PATTERN    run only the cases whose function or description matches
-#                 PATTERN (grep -E); the plan counts those
+#                 PATTERN (grep -E); the plan counts those (also
+#                 NMICLOCK_CASES=PATTERN, for a kselftest runner)
 #   -x PATTERN    leave out the cases whose function matches PATTERN
 #                 (grep -E, anchored at the start of the function name)
 #   -l            list the cases (function and description) and exit
@@ -53,7 +54,7 @@
 
 cycles=
 quick=${NMICLOCK_QUICK:-0}
-pattern=
+pattern=${NMICLOCK_CASES:-}
 exclude=
 list=0
 module=${NMICLOCK_KO:-}
