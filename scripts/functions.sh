@@ -16,6 +16,12 @@ NMC_CACHE=${NMICLOCK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nmiclock}
 NMC_RUSTC=/usr/bin/rustc
 NMC_BINDGEN_VERSION=0.73.2
 NMC_BINDGEN=$NMC_CACHE/tools/bin/bindgen
+# virtme-ng, for vm-run --runner vng (a kernel booted with this machine's
+# own userspace, as kernel developers boot theirs): pinned, from PyPI, in
+# the cache's Python environment (scripts/provision installs it).
+NMC_VENV=$NMC_CACHE/venv
+NMC_VNG_VERSION=1.42
+NMC_VNG=$NMC_VENV/bin/vng
 
 # The kernel releases nmiclock builds against, as data: per release, the
 # Debian source package, the suite it comes from (empty: the machine's own
@@ -148,7 +154,7 @@ nmc_usage_die() {
 NMC_VM_RUN_OPTIONS="--release:1 --arch:1 --flavour:1 --kdir:1 --kernel:1
 --no-load:0 --params:1 --no-build:0 --timeout:1 --boot-timeout:1 --smp:1
 --mem:1 --accel:1 --append:1 --log:1 --kselftest:1 --add:1 --with:1
---userspace:1 --lava-out:1"
+--runner:1 --lava-out:1"
 
 # nmc_vm_value OPTION VALUE: VALUE is one that OPTION of vm-run's (or of a
 # script's own of that name) takes, as far as it can be told without a
@@ -159,8 +165,8 @@ nmc_vm_value() {
 		case $2 in '' | *[!0-9]* | 0) nmc_err "$1 '$2': want a positive number"; return 1 ;; esac ;;
 	--accel)
 		case $2 in auto | tcg | kvm) ;; *) nmc_err "--accel '$2': want auto, tcg or kvm"; return 1 ;; esac ;;
-	--userspace)
-		case $2 in busybox | debian) ;; *) nmc_err "--userspace '$2': want busybox or debian"; return 1 ;; esac ;;
+	--runner)
+		case $2 in qemu | vng) ;; *) nmc_err "--runner '$2': want qemu or vng"; return 1 ;; esac ;;
 	--flavour)
 		case $2 in default | debug) ;; *) nmc_err "--flavour '$2': want default or debug"; return 1 ;; esac ;;
 	--arch)
@@ -232,6 +238,13 @@ nmc_readme_recipe() {
 	awk '/^kernel.s way, the directory copied/ { f = 1; next }
 		f && /^    / { sub(/^    /, ""); sub(/^sudo /, ""); print; got = 1; next }
 		f && got { exit }' "$NMC_ROOT/README.md"
+}
+
+# nmc_readme_vng: README's virtme-ng line, as written (the indented line
+# beginning "vng " after the line ending "the suite from this checkout:").
+nmc_readme_vng() {
+	awk '/the suite from this checkout:$/ { f = 1; next }
+		f && /^    vng / { sub(/^    /, ""); print; exit }' "$NMC_ROOT/README.md"
 }
 
 # nmc_bisect_status RC: a run's exit status as `git bisect run` reads it:
@@ -385,7 +398,8 @@ nmc_uname_m() {
 # only) the lock, memory and object debugging on top (`config.debug`); then
 # what the lab's kernels leave out to build and boot sooner
 # (scripts/kconfig/: `trim.config`, then `trim.<arch>.config` where there is
-# one), which a kernel developer's own tree need not.
+# one), which a kernel developer's own tree need not; last, for the x86_64
+# default kernels, what virtme-ng boots with (`vng.config`).
 nmc_flavour_fragments() {
 	local arch=${2:-x86_64} f frags
 	frags="$NMC_SELFTEST_DIR/config $NMC_SELFTEST_DIR/config.$(nmc_uname_m "$arch")"
@@ -397,7 +411,23 @@ nmc_flavour_fragments() {
 	for f in trim trim.$arch; do
 		[ ! -f "$NMC_ROOT/scripts/kconfig/$f.config" ] || frags="$frags $NMC_ROOT/scripts/kconfig/$f.config"
 	done
+	# What virtme-ng boots with (vm-run --runner vng): the x86_64 default
+	# kernels only, the kernels it boots here.
+	[ "$1/$arch" != default/x86_64 ] || frags="$frags $NMC_VNG_FRAGMENT"
 	echo "$frags"
+}
+# The options a kernel needs to boot under virtme-ng with the host's root
+# shared over 9p (check-kernel reports them; vm-run --runner vng refuses a
+# tree without them).
+NMC_VNG_FRAGMENT=$NMC_ROOT/scripts/kconfig/vng.config
+
+# nmc_vng_missing CONFIG: the options of NMC_VNG_FRAGMENT (its =y lines)
+# that the .config at CONFIG does not have, one per line.
+nmc_vng_missing() {
+	local line
+	grep '^CONFIG_[A-Za-z0-9_]*=y$' "$NMC_VNG_FRAGMENT" | while IFS= read -r line; do
+		grep -qx "$line" "$1" 2>/dev/null || echo "$line"
+	done
 }
 
 # nmc_fragment_settings FRAGMENT...: what the fragments ask for together,
@@ -726,10 +756,23 @@ nmc_with_compatible() {
 # The static arm64 busybox for arm64 guests, from Debian's
 # busybox-static:arm64 (scripts/provision --arch arm64 fetches it).
 NMC_ARM64_BUSYBOX=$NMC_CACHE/arm64/busybox
-# The Debian packages of vm-run --userspace debian (scripts/initramfs-debian):
-# dash as /bin/sh and kmod's module tools, as on a developer's machine.
-NMC_DEBIAN_USERSPACE="dash bash coreutils kmod util-linux mount procps grep sed
-mawk findutils diffutils make"
+# nmc_adjtimex: the path of Debian's adjtimex, fetched from the machine's
+# apt sources into the cache and unpacked, not installed (its package sets
+# the machine's clock frequency at boot), for guests that run this
+# machine's userspace (vm-run --runner vng) on a machine without it: the
+# suite slews the clock with it, and checks NTP's frequency is left as
+# found. Fails with one line.
+nmc_adjtimex() {
+	local d=$NMC_CACHE/adjtimex
+	if [ ! -x "$d/x/sbin/adjtimex" ]; then
+		rm -rf "$d" && mkdir -p "$d" || { nmc_err "cannot create $d"; return 1; }
+		nmc_log "fetching Debian's adjtimex for the guest (apt-get download, not installed)" >&2
+		(cd "$d" && apt-get download adjtimex) >"$d/download.log" 2>&1 &&
+			dpkg-deb -x "$d"/adjtimex_*.deb "$d/x" ||
+			{ nmc_err "apt-get download adjtimex failed (log: $d/download.log)"; return 1; }
+	fi
+	echo "$d/x/sbin/adjtimex"
+}
 
 # nmc_results_host [ARCH]: one line naming where a run measured: the
 # host's CPU and the version of the QEMU that runs ARCH's guests (default
