@@ -78,11 +78,11 @@ const MAX_MS: u32 = 60_000;
 pub(crate) const SPREAD_NS: u64 = 50_000;
 
 /// The gap of the `racy` design between its check and its mark, in ns:
-/// the idle loop had work between its need-resched check and its halt.
-/// With a gap of a few instructions, one wake-up in about 40,000 landed in
-/// it under QEMU TCG, and in virtme-ng's guests a 2 s run lost none about
-/// one time in three; 1 µs of the timer's [`SPREAD_NS`] lets about one in
-/// fifty land there.
+/// the idle loop had work between its need-resched check and its halt. A
+/// gap of a few instructions is too narrow for a timer interrupt to land
+/// in often under emulation, and a run that loses none leaves the probe
+/// blind; 1 µs of the timer's [`SPREAD_NS`] catches the design in every
+/// run (results.rst, "virtme-ng as a runner").
 const RACY_GAP_NS: u32 = 1_000;
 
 /// The correct designs' timeout: a lost wake-up shows as one this late
