@@ -105,81 +105,29 @@ t_target_kernel_clocks() {
 	return $ret
 }
 
-# reads_after: waits until the run's target has been read in task context
-# since the call, 5 s at most (a loaded host may not run the writers for a
-# while; a disturbance no read follows is not tested).
-reads_after() {
-	r0=$(stat_value "$DIR/stats" task_reads)
-	i=0
-	while [ "$(stat_value "$DIR/stats" task_reads)" = "$r0" ]; do
-		i=$((i + 1))
-		[ $i -lt 100 ] || return 1
-		sleep 0.05
-	done
-}
-
-# set_time SECONDS: CLOCK_REALTIME set to SECONDS since the epoch
-# (settimeofday); busybox's date says when the kernel refuses, but exits 0.
-set_time() {
-	out=$(date -s "@$1" 2>&1) || return 1
-	case $out in *"can't"* | *nvalid*) return 1 ;; esac
-}
-
-# disturb WHAT...: what the kernel lets the suite do to its clocks, during
-# the run in progress: cs switches the clocksource through every one
-# offered and back to the first, time steps CLOCK_REALTIME back by 1 s and
-# forward by 1 s, at second turns (step_time: settimeofday, through date
-# -s), slew sets NTP's frequency offset to +500 ppm and -500 ppm, the most
-# it takes (adjtimex), and back to what it was, hotplug takes CPU 1
-# offline and back. Rounds of them go on for TARGET_S, one round at least, then the
-# run is stopped: however slow a loaded host makes them, they all happen
-# inside the run. What could not be done is said, and fails the case.
+# disturb WHAT...: rounds of the disturbances WHAT (lib.sh's disturb_round:
+# cs, time, slew, hotplug) during the run in progress, for TARGET_S, one
+# round at least, then the run is stopped: however slow a loaded host
+# makes them, they all happen inside the run. What could not be done is
+# said, and fails the case.
 disturb() {
-	cs=/sys/devices/system/clocksource/clocksource0
-	sources=$(cat $cs/available_clocksource 2>/dev/null)
-	first=$(cat $cs/current_clocksource)
-	freq=$(ntp_freq)
+	disturb_begin
 	uptime_s
 	end=$((up_s + TARGET_S))
-	n=0 bad=
+	n=0
 	while [ $n = 0 ] || { uptime_s; [ $up_s -lt $end ]; }; do
 		for what; do
-			case $what in
-			cs)
-				for s in $sources; do
-					echo "$s" >$cs/current_clocksource 2>/dev/null || bad="$bad cs"
-					sleep 0.1
-				done ;;
-			time)
-				# Without an RTC (arm64's virt machine) the time
-				# starts at 0, below which it cannot go: a date first.
-				now=$(date +%s)
-				[ "$now" -ge 1000000000 ] || set_time 1800000000 || bad="$bad time"
-				step_time -1 || bad="$bad time"
-				reads_after || bad="$bad (no read after a time step)"
-				step_time 1 || bad="$bad time" ;;
-			slew)
-				adjtimex -f $((500 << 16)) >/dev/null 2>&1 || bad="$bad slew"
-				sleep 0.2
-				adjtimex -f $((-500 << 16)) >/dev/null 2>&1 || bad="$bad slew"
-				sleep 0.2 ;;
-			hotplug)
-				[ -w /sys/devices/system/cpu/cpu1/online ] || continue
-				echo 0 >/sys/devices/system/cpu/cpu1/online || bad="$bad hotplug"
-				sleep 0.1
-				echo 1 >/sys/devices/system/cpu/cpu1/online || bad="$bad hotplug" ;;
-			esac
+			disturb_round "$what"
 		done
 		n=$((n + 1))
 	done
-	reads_after || bad="$bad (no read after the last disturbance)"
-	state_is "$DIR/control" running || bad="$bad (the run ended before the disturbances did)"
+	reads_after || disturb_bad="$disturb_bad|(no read after the last disturbance)"
+	state_is "$DIR/control" running || disturb_bad="$disturb_bad|(the run ended before the disturbances did)"
 	echo stop >"$DIR/control"
-	echo "$first" >$cs/current_clocksource
-	case " $* " in *" slew "*) adjtimex -f "${freq:-0}" >/dev/null 2>&1 ;; esac
+	disturb_end "$@"
 	{
-		echo "$n rounds of: $*$(case " $* " in *" cs "*) echo " ($sources)" ;; esac)"
-		[ -z "$bad" ] || echo "FAILED:$(printf '%s\n' $bad | sort -u | tr '\n' ' ')"
+		echo "$n rounds of: $*$(case " $* " in *" cs "*) echo " ($disturb_sources)" ;; esac)"
+		disturb_failed
 	} >"$SCRATCH/disturb"
 }
 

@@ -133,6 +133,12 @@ selected_cases() {
 # on the debug kernel under TCG, every fork costs about 20 ms and every
 # exec about 30 more, and a suite run makes thousands.
 
+# uptime_s: whole seconds since boot, in $up_s (no fork).
+uptime_s() {
+	read -r up_s _ </proc/uptime
+	up_s=${up_s%%.*}
+}
+
 # uptime_cs: hundredths of a second since boot, in $up_cs (/proc/uptime
 # has two decimals; "1" before them keeps a leading 0 from reading octal).
 uptime_cs() {
@@ -438,6 +444,7 @@ destructive() {
 PERF_RATE=/proc/sys/kernel/perf_event_max_sample_rate
 PERF_PCT=/proc/sys/kernel/perf_cpu_time_max_percent
 CS_FILE=/sys/devices/system/clocksource/clocksource0/current_clocksource
+CS_AVAILABLE=/sys/devices/system/clocksource/clocksource0/available_clocksource
 CPUS_ONLINE=/sys/devices/system/cpu/online
 
 # ntp_freq: NTP's frequency offset (adjtimex -f units, 2^-16 ppm), empty
@@ -489,6 +496,112 @@ step_time() {
 	i=0
 	while s=$(date +%s) && [ "$s" = "$s0" ] && [ $i -lt 1000 ]; do i=$((i + 1)); done
 	set_time $((s + $1))
+}
+
+# set_time SECONDS: CLOCK_REALTIME set to SECONDS since the epoch
+# (settimeofday); busybox's date says when the kernel refuses, but exits 0.
+set_time() {
+	out=$(date -s "@$1" 2>&1) || return 1
+	case $out in *"can't"* | *nvalid*) return 1 ;; esac
+}
+
+# reads_after: waits until the run's target has been read in task context
+# since the call, 5 s at most (a loaded host may not run the writers for a
+# while; a disturbance no read follows is not tested).
+reads_after() {
+	# nmiclock's own clock: no target, no task-context reads of one.
+	says "$DIR/config" target nmiclock && return 0
+	r0=$(stat_value "$DIR/stats" task_reads)
+	i=0
+	while [ "$(stat_value "$DIR/stats" task_reads)" = "$r0" ]; do
+		i=$((i + 1))
+		[ $i -lt 100 ] || return 1
+		sleep 0.05
+	done
+}
+
+# --- disturbances of the kernel's clocks, during a run ---------------------------
+# What the kernel lets a run's clocks undergo (cases_target.sh's disturbed
+# runs, campaign.sh's cells). disturb_begin notes what they change,
+# disturb_round WHAT does one round of WHAT, adding what failed to
+# $disturb_bad (disturb_failed prints them), disturb_end WHAT... puts back what they changed:
+#   cs       the clocksource switched through every one offered, and back
+#            to the first
+#   time     CLOCK_REALTIME stepped back by 1 s and forward by 1 s, at
+#            second turns (step_time: settimeofday, through date -s)
+#   slew     NTP's frequency offset set to +500 ppm, then -500 ppm, the
+#            most it takes (adjtimex -f), and back to what it was
+#   offset   an adjtime() slew (ADJ_OFFSET_SINGLESHOT, 500 ppm until
+#            consumed) of +100 ms, then -100 ms (busybox's adjtimex -o,
+#            Debian's --singleshot), cancelled at the end: the time may
+#            end up to 0.2 ms off
+#   hotplug  CPU 1 offline and back
+# disturb_possible WHAT: WHAT can be done here (else a line why, false).
+disturb_possible() {
+	case $1 in
+	cs)
+		n=$(wc -w <$CS_AVAILABLE 2>/dev/null)
+		[ "${n:-0}" -ge 2 ] || { echo "one clocksource ($(cat $CS_FILE))"; return 1; } ;;
+	slew | offset)
+		command -v adjtimex >/dev/null || { echo "no adjtimex (busybox's applet, or Debian's package)"; return 1; } ;;
+	hotplug)
+		[ -w /sys/devices/system/cpu/cpu1/online ] || { echo "CPU 1 cannot go offline"; return 1; } ;;
+	time) ;;
+	*) echo "no such disturbance"; return 1 ;;
+	esac
+}
+
+disturb_begin() {
+	disturb_sources=$(cat $CS_AVAILABLE 2>/dev/null)
+	disturb_first=$(cat $CS_FILE)
+	disturb_freq=$(ntp_freq)
+	disturb_bad=
+	disturb_offset=-o
+	adjtimex --help 2>&1 | grep -q singleshot && disturb_offset=--singleshot
+}
+
+disturb_round() {
+	case $1 in
+	cs)
+		for s in $disturb_sources; do
+			echo "$s" >$CS_FILE 2>/dev/null || disturb_bad="$disturb_bad|cs"
+			sleep 0.1
+		done ;;
+	time)
+		# Without an RTC (arm64's virt machine) the time starts at 0,
+		# below which it cannot go: a date first.
+		now=$(date +%s)
+		[ "$now" -ge 1000000000 ] || set_time 1800000000 || disturb_bad="$disturb_bad|time"
+		step_time -1 || disturb_bad="$disturb_bad|time"
+		reads_after || disturb_bad="$disturb_bad|(no read after a time step)"
+		step_time 1 || disturb_bad="$disturb_bad|time" ;;
+	slew)
+		adjtimex -f $((500 << 16)) >/dev/null 2>&1 || disturb_bad="$disturb_bad|slew"
+		sleep 0.2
+		adjtimex -f $((-500 << 16)) >/dev/null 2>&1 || disturb_bad="$disturb_bad|slew"
+		sleep 0.2 ;;
+	offset)
+		adjtimex $disturb_offset 100000 >/dev/null 2>&1 || disturb_bad="$disturb_bad|offset"
+		sleep 0.2
+		adjtimex $disturb_offset -100000 >/dev/null 2>&1 || disturb_bad="$disturb_bad|offset"
+		sleep 0.2 ;;
+	hotplug)
+		[ -w /sys/devices/system/cpu/cpu1/online ] || return 0
+		echo 0 >/sys/devices/system/cpu/cpu1/online || disturb_bad="$disturb_bad|hotplug"
+		sleep 0.1
+		echo 1 >/sys/devices/system/cpu/cpu1/online || disturb_bad="$disturb_bad|hotplug" ;;
+	esac
+}
+
+disturb_failed() {
+	[ -z "$disturb_bad" ] ||
+		echo "FAILED: $(printf '%s\n' "$disturb_bad" | tr '|' '\n' | sort -u | grep . | tr '\n' ';' | sed 's/;$//; s/;/; /g')"
+}
+
+disturb_end() {
+	echo "$disturb_first" >$CS_FILE
+	case " $* " in *" slew "*) adjtimex -f "${disturb_freq:-0}" >/dev/null 2>&1 ;; esac
+	case " $* " in *" offset "*) adjtimex $disturb_offset 0 >/dev/null 2>&1 ;; esac
 }
 
 # state_snapshot FILE: what the suite leaves as it found it, a "name value"
