@@ -834,6 +834,73 @@ nmc_zoo_table() {
 	}' "$@"
 }
 
+# nmc_campaign_table DIR: scripts/campaign's table of the cells in DIR
+# (plan.txt, cells/CLOCK.DISTURBANCE/stats.txt): the grid, a row a clock
+# and a column a disturbance (S SUCCESS, F FAILURE, I INCONCLUSIVE, ?
+# not run, . not in the plan), then a line a cell: its verdict, NMI
+# reads, window hits of those needed, the worst step back (per CPU or
+# across CPUs, ns), the time to the first anomaly, and the promise judged
+# by (steps back allowed per CPU/across CPUs, ns, or any; the reference's
+# rate or not), and the disturbance's rounds.
+nmc_campaign_table() {
+	local d=$1 c f
+	while IFS= read -r c; do
+		f=$d/cells/${c/\//.}
+		echo "cell $c"
+		[ -e "$f/stats.txt" ] && sed -n -e 's/^\(verdict\|nmi_samples\|window_hits_local\|window_hits_remote\|window_hits_needed\|max_backstep_ns\|max_cross_backstep_ns\|first_anomaly_ns\|target_promise\|kernel_update_coverage\|steps_back_allowed\|torn_reads\|reference_mismatches\|backwards\|cross_cpu_backwards\|target_stalls\|clock_stalls\|unpromised_backwards\|unpromised_cross_cpu_backwards\|errors\): /\1 /p' "$f/stats.txt"
+		[ -e "$f/disturbance.txt" ] && sed -n '1s/^/rounds /p; s/^FAILED: /failed /p' "$f/disturbance.txt"
+	done <"$d/plan.txt" | awk '
+		function flush() {
+			if (cell == "") return
+			n++; name[n] = cell
+			split(cell, p, "/")
+			if (!(p[1] in rowi)) { rowi[p[1]] = ++nr; row[nr] = p[1] }
+			if (!(p[2] in coli)) { coli[p[2]] = ++nc; col[nc] = p[2] }
+			v = ("verdict" in k) ? k["verdict"] : "-"
+			grid[p[1], p[2]] = (v == "SUCCESS") ? "S" : (v == "FAILURE") ? "F" : (v == "INCONCLUSIVE") ? "I" : "?"
+			if (v == "-") { line[n] = sprintf("%-44s %s", cell, "not run"); delete k; return }
+			back = k["max_backstep_ns"] + 0
+			if (k["max_cross_backstep_ns"] + 0 > back) back = k["max_cross_backstep_ns"] + 0
+			first = (k["first_anomaly_ns"] + 0 < 0) ? "-" : sprintf("%.3f s", k["first_anomaly_ns"] / 1e9)
+			pr = k["target_promise"]
+			gsub(/per_cpu_step_back_ns=/, "", pr); sub(/ cross_cpu_step_back_ns=/, "/", pr)
+			sub(/ raw_rate=/, " rate:", pr); sub(/ \(.*$/, "", pr)
+			if (pr == "") pr = "none/none rate:yes"
+			note = ""
+			if (k["kernel_update_coverage"] ~ /not/) note = note " (" k["kernel_update_coverage"] ")"
+			if (k["unpromised_backwards"] + k["unpromised_cross_cpu_backwards"] > 0)
+				note = note " unpromised back " k["unpromised_backwards"] "/" k["unpromised_cross_cpu_backwards"]
+			if (k["steps_back_allowed"] + 0 > 0) note = note " allowed back " k["steps_back_allowed"]
+			kinds = ""
+			split("torn_reads reference_mismatches backwards cross_cpu_backwards target_stalls clock_stalls", ak, " ")
+			for (a = 1; a <= 6; a++) if (k[ak[a]] + 0 > 0) kinds = kinds " " ak[a] "=" k[ak[a]]
+			if (kinds != "") note = note " anomalies:" kinds
+			if ("failed" in k) note = note " DISTURBANCE FAILED: " k["failed"]
+			line[n] = sprintf("%-44s %-12s %10d %7d/%-6d %12d %9s  %-22s %s%s", cell, v, k["nmi_samples"],
+				k["window_hits_local"] + k["window_hits_remote"], k["window_hits_needed"], back, first, pr,
+				k["rounds"], note)
+			delete k
+		}
+		$1 == "cell" { flush(); cell = $2; next }
+		{ key = $1; $1 = ""; sub(/^ /, ""); k[key] = $0 }
+		END {
+			flush()
+			printf "%-24s", "clock"
+			for (j = 1; j <= nc; j++) printf " %-10s", col[j]
+			print ""
+			for (i = 1; i <= nr; i++) {
+				printf "%-24s", row[i]
+				for (j = 1; j <= nc; j++) printf " %-10s", ((row[i], col[j]) in grid) ? grid[row[i], col[j]] : "."
+				print ""
+			}
+			print "(S SUCCESS, F FAILURE, I INCONCLUSIVE: no anomaly, too few window hits; ? not run, . not in the plan)"
+			print ""
+			printf "%-44s %-12s %10s %14s %12s %9s  %-22s %s\n", "clock/disturbance", "verdict", "NMI reads",
+				"hits/needed", "worst back ns", "1st anom.", "promise (back ns)", "disturbance"
+			for (i = 1; i <= n; i++) print line[i]
+		}'
+}
+
 # nmc_module_version: what a results section names as the module it
 # measured: nmiclock's version (rust/nmiclock_main.rs's VERSION) and the
 # checkout's commit, "-dirty" with uncommitted changes outside
