@@ -5,7 +5,7 @@
 # loaded nmiclock can read, each under each disturbance this machine
 # allows, a stress run a cell, one load of the modules for them all.
 #
-# Usage: campaign.sh [-s SECONDS] [-r READS] [-x CELLS] [-l]
+# Usage: campaign.sh [-s SECONDS] [-r READS] [-c CLOCKS] [-x CELLS] [-l]
 #
 #   -s SECONDS  each cell's run: SECONDS (default 10), and on to the end
 #               of its disturbance's first round; its coverage target the
@@ -13,6 +13,8 @@
 #   -r READS    end each cell once READS NMI-context reads are in, SECONDS
 #               then the cap (coverage: 1 window hit, as the suite's
 #               disturbed runs)
+#   -c CLOCKS   only the rows whose clock matches CLOCKS (grep -E, the
+#               whole name)
 #   -x CELLS    cells done before (CLOCK/DISTURBANCE, space-separated):
 #               not run again
 #   -l          print the plan and exit
@@ -37,11 +39,12 @@
 # not loaded, 1 a cell could not be run.
 
 here=$(cd "$(dirname "$0")" && pwd)
-secs=10 reads=0 done_cells= list=0
-while getopts "s:r:x:l" o; do
+secs=10 reads=0 done_cells= list=0 only=
+while getopts "s:r:c:x:l" o; do
 	case $o in
 	s) secs=$OPTARG ;;
 	r) reads=$OPTARG ;;
+	c) only=$OPTARG ;;
 	x) done_cells=$OPTARG ;;
 	l) list=1 ;;
 	*) sed -n '/^# Usage:/,/^$/s/^# \{0,1\}//p' "$0" >&2; exit 1 ;;
@@ -73,6 +76,8 @@ done
 # tracers', in the order they came.
 registered=$(dmesg | sed -n 's/.*nmiclock: target \([a-z0-9_]*\) registered.*/\1/p' | awk '!seen[$0]++' | tr '\n' ' ')
 clocks="$clocks $registered"
+[ -z "$only" ] || clocks=$(printf '%s\n' $clocks | grep -xE -- "$only" | tr '\n' ' ')
+[ -n "$clocks" ] || { echo "campaign: no clock matches -c '$only'"; exit 1; }
 
 # The columns.
 cols=none
