@@ -834,6 +834,35 @@ nmc_zoo_table() {
 	}' "$@"
 }
 
+# nmc_count N: a count with an optional k/M/G suffix, as a plain number
+# (soak's and campaign's --reads).
+nmc_count() {
+	local n m
+	case $1 in
+	*[kK]) n=${1%?} m=1000 ;;
+	*M) n=${1%?} m=1000000 ;;
+	*G) n=${1%?} m=1000000000 ;;
+	*) n=$1 m=1 ;;
+	esac
+	case $n in '' | *[!0-9]*) return 1 ;; esac
+	echo $((n * m))
+}
+
+# nmc_seconds D: a duration with an optional s/m/h/d suffix, in seconds
+# (soak's and campaign's --duration).
+nmc_seconds() {
+	local n m
+	case $1 in
+	*s) n=${1%?} m=1 ;;
+	*m) n=${1%?} m=60 ;;
+	*h) n=${1%?} m=3600 ;;
+	*d) n=${1%?} m=86400 ;;
+	*) n=$1 m=1 ;;
+	esac
+	case $n in '' | *[!0-9]*) return 1 ;; esac
+	echo $((n * m))
+}
+
 # nmc_campaign_table DIR: scripts/campaign's table of the cells in DIR
 # (plan.txt, cells/CLOCK.DISTURBANCE/stats.txt): the grid, a row a clock
 # and a column a disturbance (S SUCCESS, F FAILURE, I INCONCLUSIVE, ?

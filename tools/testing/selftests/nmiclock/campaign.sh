@@ -61,8 +61,7 @@ done
 
 # The rows. The built-in targets, from the module's declaration (its
 # target parameter's values, in .modinfo), nmiclock's own first.
-clocks=$(tr '\0' '\n' <"$module" | sed -n 's/^parm=target:.*; values: \([^;]*\);.*/\1/p' |
-	tr '|' '\n' | grep -v ' ' | tr '\n' ' ')
+clocks=$(module_targets "$module" | tr '\n' ' ')
 [ -n "$clocks" ] || { echo "campaign: no targets in $module's target parameter"; exit 1; }
 # The tracers' clocks, where this kernel has them.
 loaded_here=
@@ -100,6 +99,7 @@ wait_clocksource
 state_snapshot "$SCRATCH/before"
 "$here/perf_unthrottle.sh"
 read -r printk_was _ </proc/sys/kernel/printk
+disturb_begin
 trap 'echo "$printk_was" >/proc/sys/kernel/printk; restore_state; disturb_end slew offset
 	[ -z "$loaded_here" ] || rmmod $loaded_here; rm -rf "$SCRATCH"' EXIT
 # The End of test lines are read from the log, not the console.
@@ -112,13 +112,6 @@ for cell in $plan; do
 done
 total=$(echo $todo | wc -w)
 echo "campaign: $total cells to run$([ -z "$done_cells" ] || echo " ($(echo $done_cells | wc -w) done before)"), each ${secs} s$([ "$reads" = 0 ] || echo " or $reads reads")"
-
-# hms S: S seconds as 1h2m, 3m4s or 5s.
-hms() {
-	if [ $1 -ge 3600 ]; then echo "$(($1 / 3600))h$(($1 % 3600 / 60))m"
-	elif [ $1 -ge 60 ]; then echo "$(($1 / 60))m$(($1 % 60))s"
-	else echo "${1}s"; fi
-}
 
 # cell CLOCK DISTURBANCE: one cell's run, its files printed. The cell
 # stops its run itself: after SECONDS (or READS), and not before one

@@ -12,8 +12,7 @@
 # own declaration (the values of its target parameter, in .modinfo): the
 # built-in targets but nmiclock.
 kernel_clocks() {
-	tr '\0' '\n' <"$module" | sed -n 's/^parm=target:.*; values: \([^;]*\);.*/\1/p' |
-		tr '|' '\n' | grep -v -e '^nmiclock$' -e ' ' | tr '\n' ' '
+	module_targets "$module" | grep -vx nmiclock | tr '\n' ' '
 }
 
 # sample_ko NAME: the sample module NAME.ko, beside the module under test

@@ -139,6 +139,21 @@ uptime_s() {
 	up_s=${up_s%%.*}
 }
 
+# hms S: S seconds as 1h2m, 3m4s or 5s.
+hms() {
+	if [ $1 -ge 3600 ]; then echo "$(($1 / 3600))h$(($1 % 3600 / 60))m"
+	elif [ $1 -ge 60 ]; then echo "$(($1 / 60))m$(($1 % 60))s"
+	else echo "${1}s"; fi
+}
+
+# module_targets MODULE: the built-in targets MODULE (a nmiclock.ko)
+# declares, the values of its target parameter in .modinfo, nmiclock's
+# own first, a line each.
+module_targets() {
+	tr '\0' '\n' <"$1" | sed -n 's/^parm=target:.*; values: \([^;]*\);.*/\1/p' |
+		tr '|' '\n' | grep -v ' '
+}
+
 # uptime_cs: hundredths of a second since boot, in $up_cs (/proc/uptime
 # has two decimals; "1" before them keeps a leading 0 from reading octal).
 uptime_cs() {

@@ -54,13 +54,7 @@ v() {
 	sed -n "s/^$1: //p" "$DIR/stats"
 }
 
-# hms S, human N: S seconds as 1h2m, 3m4s or 5s; N as 1.2G, 3.4M or 5.6k.
-hms() {
-	s=$1
-	if [ $s -ge 3600 ]; then echo "$((s / 3600))h$((s % 3600 / 60))m"
-	elif [ $s -ge 60 ]; then echo "$((s / 60))m$((s % 60))s"
-	else echo "${s}s"; fi
-}
+# human N: N as 1.2G, 3.4M or 5.6k (hms, lib.sh's: seconds as 1h2m).
 human() {
 	n=$1
 	if [ $n -ge 1000000000 ]; then echo "$((n / 1000000000)).$((n % 1000000000 / 100000000))G"
