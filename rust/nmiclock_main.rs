@@ -116,6 +116,7 @@ mod arch;
 mod choices;
 mod counters;
 mod coverage;
+mod cs_switch;
 mod kcheck;
 // Every FFI call, wrapped in safe types.
 #[allow(unsafe_code)]
@@ -259,6 +260,7 @@ struct Loaded {
     check: kcheck::CheckSlots,
     clock: kclock::Running,
     coverage: coverage::MarkSlots,
+    switches: cs_switch::Watch,
 }
 
 impl Loaded {
@@ -266,7 +268,7 @@ impl Loaded {
     /// handlers in flight: no activity can start after), then the stress
     /// run (stopping a run in progress), the wake designs, the updater,
     /// the check, the clock and its epoch timer, the coverage marks the
-    /// clock's writers made.
+    /// clock's writers made, the clocksource switches' probe.
     fn teardown(self) {
         let Self {
             debugfs,
@@ -276,6 +278,7 @@ impl Loaded {
             check,
             clock,
             coverage,
+            switches,
         } = self;
         drop(debugfs);
         drop(stress);
@@ -284,6 +287,7 @@ impl Loaded {
         drop(check);
         drop(clock);
         drop(coverage);
+        drop(switches);
     }
 }
 
@@ -365,6 +369,7 @@ impl kernel::Module for NmiClock {
         let environment = ffi::hypervisor::detect();
         settings::from_params(kclock::validate_settings)?;
         let coverage = coverage::MarkSlots::new()?;
+        let switches = cs_switch::Watch::new()?;
         let clock = kclock::Running::start()?;
         let check = kcheck::CheckSlots::new()?;
         let acct = kacct::AcctSlots::new()?;
@@ -399,6 +404,7 @@ impl kernel::Module for NmiClock {
             check,
             clock,
             coverage,
+            switches,
         })))
     }
 }

@@ -29,6 +29,10 @@ pub(crate) struct Promise {
     /// Runs at the rate of `CLOCK_MONOTONIC_RAW`, within NTP's slew and
     /// the reference check's tolerance, and is never stepped.
     pub(crate) raw_rate: bool,
+    /// May also step back across a clocksource switch, by up to the
+    /// switch's own length ([`crate::cs_switch`]): a clock of the
+    /// timekeeper, which loses the stretch the switch takes.
+    pub(crate) at_switch: bool,
     /// Where the promise is written.
     pub(crate) source: &'static str,
 }
@@ -63,12 +67,15 @@ pub(crate) struct Builtin {
 /// (about 60 ns), ten times over.
 const FAST_STEP_BACK_NS: u64 = 1_000;
 
-/// The promise of the `ktime_get_*_fast_ns()` that run at the raw rate.
+/// The promise of the `ktime_get_*_fast_ns()` that run at the raw rate:
+/// across a clocksource switch, "not monotonic across an update" is the
+/// stretch the switch loses, which no fixed allowance covers.
 const fn fast(source: &'static str) -> Promise {
     Promise {
         per_cpu: Some(FAST_STEP_BACK_NS),
         cross_cpu: Some(FAST_STEP_BACK_NS),
         raw_rate: true,
+        at_switch: true,
         source,
     }
 }
@@ -79,6 +86,7 @@ const fn none(source: &'static str) -> Promise {
         per_cpu: None,
         cross_cpu: None,
         raw_rate: false,
+        at_switch: false,
         source,
     }
 }
@@ -169,6 +177,7 @@ builtin_targets! {
         per_cpu: Some(0),
         cross_cpu: Some(0),
         raw_rate: true,
+        at_switch: false,
         source: "nmiclock's own: a sched_clock replacement",
     }, update None;
     sched_clock: read (ffi::time::sched_clock), none(
@@ -178,6 +187,7 @@ builtin_targets! {
         per_cpu: Some(0),
         cross_cpu: None,
         raw_rate: false,
+        at_switch: false,
         source: "include/linux/sched/clock.h: monotonic per CPU, bounded drift between CPUs, time can go backwards across CPUs",
     }, update Some(SCHED_CLOCK_UPDATE);
     ktime_get_mono_fast_ns: read (ffi::time::mono_fast_ns), fast(

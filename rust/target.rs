@@ -188,6 +188,7 @@ pub(crate) const REGISTERED: Promise = Promise {
     per_cpu: Some(0),
     cross_cpu: Some(0),
     raw_rate: true,
+    at_switch: false,
     source: "include/nmiclock.h: a clock in ns, read from NMI context",
 };
 
@@ -423,6 +424,7 @@ fn declared_promise(back_cpu: u64, back_cross: u64, rate: bool) -> Promise {
         per_cpu: (back_cpu != u64::MAX).then_some(back_cpu),
         cross_cpu: (back_cross != u64::MAX).then_some(back_cross),
         raw_rate: rate,
+        at_switch: false,
         source: DECLARED_SOURCE,
     };
     if (p.per_cpu, p.cross_cpu, p.raw_rate)
@@ -528,10 +530,15 @@ pub(crate) fn show(w: &mut impl core::fmt::Write) -> core::fmt::Result {
     }
     writeln!(
         w,
-        "target_promise: per_cpu_step_back_ns={} cross_cpu_step_back_ns={} raw_rate={} ({})",
+        "target_promise: per_cpu_step_back_ns={} cross_cpu_step_back_ns={} raw_rate={}{} ({})",
         Allowance(p.per_cpu),
         Allowance(p.cross_cpu),
         if p.raw_rate { "yes" } else { "no" },
+        if p.at_switch {
+            " at_clocksource_switch=its_length"
+        } else {
+            ""
+        },
         p.source
     )
 }

@@ -893,7 +893,7 @@ nmc_campaign_table() {
 			first = (k["first_anomaly_ns"] + 0 < 0) ? "-" : sprintf("%.3f s", k["first_anomaly_ns"] / 1e9)
 			pr = k["target_promise"]
 			gsub(/per_cpu_step_back_ns=/, "", pr); sub(/ cross_cpu_step_back_ns=/, "/", pr)
-			sub(/ raw_rate=/, " rate:", pr); sub(/ \(.*$/, "", pr)
+			sub(/ raw_rate=/, " rate:", pr); sub(/ \(.*$/, "", pr); sub(/ at_clocksource_switch=its_length/, "+cs", pr)
 			if (pr == "") pr = "none/none rate:yes"
 			note = ""
 			if (k["kernel_update_coverage"] ~ /not/) note = note " (" k["kernel_update_coverage"] ")"

@@ -18,6 +18,7 @@ use crate::clock::{Reading, Window};
 use crate::counter::Counter;
 use crate::counters::{counters, show};
 use crate::coverage::{kernel_hit, Hit, KernelView, View};
+use crate::cs_switch;
 use crate::cyc_ns::{cyc_to_ns, mul_u64_u32_shr};
 use crate::ffi;
 use crate::ffi::cpu::Context;
@@ -65,8 +66,11 @@ counters! {
         max_backstep: "max_backstep_ns", max, show::STATS | show::EOT;
         /// Target runs: the largest step back across CPUs, ns.
         max_cross_backstep: "max_cross_backstep_ns", max, show::STATS | show::EOT_TARGET;
-        /// Target runs: steps back within what the target promises.
+        /// Target runs: steps back within what the target promises; of
+        /// those beyond its fixed allowance, the ones across a clocksource
+        /// switch by no more than the switch's length ([`step_back`]).
         steps_back_allowed: "steps_back_allowed", sum, show::STATS | show::EOT_TARGET;
+        steps_back_at_switch: "steps_back_at_clocksource_switch", sum, show::STATS;
         /// Target runs: steps back on one CPU, and across CPUs, that the
         /// target never promised not to take.
         unpromised_backwards: "unpromised_backwards", sum, show::STATS | show::EOT_TARGET;
@@ -363,11 +367,14 @@ struct Timed<B, R, A> {
     hit: Hit,
     /// What `before` read, after the first look at the windows.
     before: B,
-    /// The reference, on both sides of the read.
+    /// The reference, on both sides of the read, and the clocksource
+    /// switch count around it ([`Around::cs_seq`]).
     ref_lo: u64,
     ref_hi: u64,
-    /// The read.
+    cs_seq: u64,
+    /// The read, and the counter just after it.
     value: R,
+    cyc: u64,
     /// What `after` read, before the last look at the windows.
     after: A,
     /// When, ns since the run started.
@@ -394,11 +401,13 @@ fn timed<B, R, A>(
     }
     let v0 = View::now();
     let before = before();
+    let cs0 = cs_switch::seq();
     let ref_lo = ffi::time::raw_fast_ns();
     let t0 = Ordered.read();
     let value = read();
     let t1 = Ordered.read();
     let ref_hi = ffi::time::raw_fast_ns();
+    let cs_seq = cs_switch::since(cs0);
     let after = after();
     let v1 = View::now();
     if let Some(h) = c.hist.get(bucket(cycles_ns(t1.wrapping_sub(t0)))) {
@@ -409,7 +418,9 @@ fn timed<B, R, A>(
         before,
         ref_lo,
         ref_hi,
+        cs_seq,
         value,
+        cyc: t1,
         after,
         at: since_start(ref_hi),
     }
@@ -487,9 +498,11 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
         before: (overruns, switches),
         ref_lo,
         ref_hi,
+        cs_seq,
         value: (high, r),
         after: switched,
         at,
+        ..
     } = timed(
         c,
         ctx,
@@ -523,6 +536,7 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
         same,
         ref_lo,
         ref_hi,
+        cs_seq,
     };
     let f = c
         .base
@@ -576,8 +590,11 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
 /// A step back of a target's read against `against` (the previous read on
 /// this CPU, or with `cross` the highest any CPU had read), judged by what
 /// the target promises: within it, counted as allowed; beyond a promise,
-/// an anomaly; where it promises nothing, counted and measured only.
-fn step_back(c: &Cpu, ctx: Context, cross: bool, ns: u64, against: u64, at: u64) {
+/// an anomaly; where it promises nothing, counted and measured only. A
+/// clock that may step back across a clocksource switch
+/// ([`target::Promise::at_switch`]) is allowed the switch's length too if
+/// read (counter `cyc`) during one or within that length after it.
+fn step_back(c: &Cpu, ctx: Context, cross: bool, ns: u64, against: u64, at: u64, cyc: u64) {
     let size = against.wrapping_sub(ns);
     let p = target::promise();
     let (promised, max, unpromised, broken, kind) = if cross {
@@ -598,8 +615,14 @@ fn step_back(c: &Cpu, ctx: Context, cross: bool, ns: u64, against: u64, at: u64)
         )
     };
     max.fetch_max(size, Ordering::Relaxed);
+    let at_switch = || {
+        p.at_switch
+            && cs_switch::allowance(cyc)
+                .is_some_and(|len| size.saturating_sub(cycles_ns(len)) <= promised.unwrap_or(0))
+    };
     match promised {
         Some(allowed) if size <= allowed => inc(&c.steps_back_allowed),
+        Some(_) if at_switch() => inc(&c.steps_back_at_switch),
         Some(_) => {
             inc(broken);
             let r = Reading {
@@ -635,7 +658,9 @@ fn sample_target(c: &Cpu, ctx: Context) {
         before,
         ref_lo,
         ref_hi,
+        cs_seq,
         value: (high, (ns, stalled)),
+        cyc,
         after,
         at,
     } = timed(
@@ -660,9 +685,9 @@ fn sample_target(c: &Cpu, ctx: Context) {
     if let Some(local) = met {
         inc(if local { &c.hits_local } else { &c.hits_remote });
     }
-    let f = c.base.check_time(ns, ref_lo, ref_hi);
+    let f = c.base.check_time(ns, ref_lo, ref_hi, cs_seq);
     if let Some(prev) = f.backwards {
-        step_back(c, ctx, false, ns, prev, at);
+        step_back(c, ctx, false, ns, prev, at, cyc);
     }
     let mut good = true;
     if let Some((err, against)) = f.reference {
@@ -680,10 +705,10 @@ fn sample_target(c: &Cpu, ctx: Context) {
         c.max_ref_error.fetch_max(err, Ordering::Relaxed);
     }
     if ns < high {
-        step_back(c, ctx, true, ns, high, at);
+        step_back(c, ctx, true, ns, high, at, cyc);
     }
     RUN.target_high.fetch_max(ns, Ordering::Release);
-    c.base.settle_time(ns, ref_lo, ref_hi, good);
+    c.base.settle_time(ns, ref_lo, ref_hi, cs_seq, good);
     acct_update(ctx, 0);
 }
 
@@ -693,6 +718,7 @@ fn sample_target(c: &Cpu, ctx: Context) {
 pub(crate) fn task_read(c: &Cpu, prev: &mut Option<u64>) {
     let high = RUN.target_high.load(Ordering::Acquire);
     let (ns, stalled) = target::read();
+    let cyc = Ordered.read();
     inc(&c.task_reads);
     let at = since_start(ffi::time::raw_fast_ns());
     if stalled {
@@ -700,11 +726,11 @@ pub(crate) fn task_read(c: &Cpu, prev: &mut Option<u64>) {
     }
     if let Some(p) = *prev {
         if ns < p {
-            step_back(c, Context::Task, false, ns, p, at);
+            step_back(c, Context::Task, false, ns, p, at, cyc);
         }
     }
     if ns < high {
-        step_back(c, Context::Task, true, ns, high, at);
+        step_back(c, Context::Task, true, ns, high, at, cyc);
     }
     RUN.target_high.fetch_max(ns, Ordering::Release);
     *prev = Some(ns);

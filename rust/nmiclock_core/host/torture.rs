@@ -604,6 +604,7 @@ fn sample(slot: usize, in_signal: bool) {
         same,
         ref_lo,
         ref_hi,
+        cs_seq: 0,
     };
     let f = me.base.check(&r, &a, conversions(), |i| SWITCHES.get(i));
     me.max_skew.fetch_max(f.skew, Ordering::Relaxed);

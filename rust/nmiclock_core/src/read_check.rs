@@ -12,7 +12,9 @@
 //!   of the counter cycles between them ([`elapsed_bound`], widened for a
 //!   conversion switch in between by [`switch_skewed_bound`]);
 //! - against the **reference** clock read on both sides of it, give or
-//!   take [`REF_TOLERANCE_NS`] and [`REF_TOLERANCE_PPM`] of the gap;
+//!   take [`REF_TOLERANCE_NS`] and [`REF_TOLERANCE_PPM`] of the gap, unless
+//!   a clocksource switch came in between: the kernel's reference loses
+//!   the switch's own time ([`Around::cs_seq`]);
 //! - against the reader's **previous** read (backwards).
 //!
 //! No check spans an overrun (an epoch update a whole counter wrap late),
@@ -47,6 +49,13 @@ pub struct Around {
     pub ref_lo: u64,
     /// See `ref_lo`.
     pub ref_hi: u64,
+    /// The kernel's clocksource switches around the reference's two reads:
+    /// a count that is odd while one runs, made odd by the reader if it
+    /// changed between them. The reference (the kernel's) stands still for
+    /// part of a switch, so no reference check spans one: a read under
+    /// another count than its base's, or an odd one, is not checked
+    /// against the reference. Always 0 where nothing switches (the host).
+    pub cs_seq: u64,
 }
 
 /// What the checks of one read found.
@@ -88,6 +97,7 @@ pub struct Base {
     overruns: AtomicU64,
     ref_lo: AtomicU64,
     ref_hi: AtomicU64,
+    cs_seq: AtomicU64,
     has: AtomicBool,
     prev_ns: AtomicU64,
     prev_overruns: AtomicU64,
@@ -111,6 +121,7 @@ impl Base {
                 overruns: AtomicU64::new(0),
                 ref_lo: AtomicU64::new(0),
                 ref_hi: AtomicU64::new(0),
+                cs_seq: AtomicU64::new(0),
                 has: AtomicBool::new(false),
                 prev_ns: AtomicU64::new(0),
                 prev_overruns: AtomicU64::new(0),
@@ -175,7 +186,7 @@ impl Base {
             let end = if err < 0 { lo } else { hi };
             f.exact = Some((err, base.wrapping_add(end as u64)));
         }
-        f.reference = self.off_reference(ns, a.ref_lo, a.ref_hi);
+        f.reference = self.off_reference(ns, a.ref_lo, a.ref_hi, a.cs_seq);
         f
     }
 
@@ -203,8 +214,12 @@ impl Base {
 
     /// The reference check of a read `ns` bracketed by `ref_lo` and
     /// `ref_hi` against the base: the elapsed reference time lies in
-    /// [lo, hi], the clock's must too, give or take the tolerance.
-    fn off_reference(&self, ns: u64, ref_lo: u64, ref_hi: u64) -> Option<(u64, u64)> {
+    /// [lo, hi], the clock's must too, give or take the tolerance. None
+    /// across a clocksource switch (`cs_seq`, see [`Around::cs_seq`]).
+    fn off_reference(&self, ns: u64, ref_lo: u64, ref_hi: u64, cs_seq: u64) -> Option<(u64, u64)> {
+        if cs_seq & 1 != 0 || self.cs_seq.load(Ordering::Relaxed) != cs_seq {
+            return None;
+        }
         let base = self.ns.load(Ordering::Relaxed);
         let d = ns.wrapping_sub(base) as i64;
         let lo = ref_lo.wrapping_sub(self.ref_hi.load(Ordering::Relaxed)) as i64;
@@ -224,27 +239,29 @@ impl Base {
 
     /// The checks of a read `ns` of a clock without a counter (another
     /// module's, or the kernel's): against the previous read and the
-    /// reference bracketing it; there is no exact check, and no overruns.
-    pub fn check_time(&self, ns: u64, ref_lo: u64, ref_hi: u64) -> Findings {
+    /// reference bracketing it (under clocksource switch count `cs_seq`);
+    /// there is no exact check, and no overruns.
+    pub fn check_time(&self, ns: u64, ref_lo: u64, ref_hi: u64, cs_seq: u64) -> Findings {
         let mut f = Findings::default();
         if self.has.load(Ordering::Relaxed) {
             let prev = self.prev_ns.load(Ordering::Relaxed);
             if ns < prev {
                 f.backwards = Some(prev);
             }
-            f.reference = self.off_reference(ns, ref_lo, ref_hi);
+            f.reference = self.off_reference(ns, ref_lo, ref_hi, cs_seq);
         }
         f
     }
 
     /// After [`Self::check_time`] of `ns`: it is the previous read now, and
     /// the base if it was `good` (or there was none).
-    pub fn settle_time(&self, ns: u64, ref_lo: u64, ref_hi: u64, good: bool) {
+    pub fn settle_time(&self, ns: u64, ref_lo: u64, ref_hi: u64, cs_seq: u64, good: bool) {
         self.prev_ns.store(ns, Ordering::Relaxed);
         if good || !self.has.load(Ordering::Relaxed) {
             self.ns.store(ns, Ordering::Relaxed);
             self.ref_lo.store(ref_lo, Ordering::Relaxed);
             self.ref_hi.store(ref_hi, Ordering::Relaxed);
+            self.cs_seq.store(cs_seq, Ordering::Relaxed);
             self.has.store(true, Ordering::Relaxed);
         }
     }
@@ -263,6 +280,7 @@ impl Base {
             self.overruns.store(a.overruns, Ordering::Relaxed);
             self.ref_lo.store(a.ref_lo, Ordering::Relaxed);
             self.ref_hi.store(a.ref_hi, Ordering::Relaxed);
+            self.cs_seq.store(a.cs_seq, Ordering::Relaxed);
             self.has.store(true, Ordering::Relaxed);
         }
     }

@@ -145,13 +145,52 @@ fn a_late_switch_widens_the_bound_by_its_skew_only() {
 #[test]
 fn a_target_read_is_checked_for_time_only() {
     let b = Base::new();
-    assert_eq!(b.check_time(100, 100, 100), Default::default());
-    b.settle_time(1_000, 1_000, 1_000, true);
-    let f = b.check_time(990, 2_000, 2_000);
+    assert_eq!(b.check_time(100, 100, 100, 0), Default::default());
+    b.settle_time(1_000, 1_000, 1_000, 0, true);
+    let f = b.check_time(990, 2_000, 2_000, 0);
     assert_eq!(f.backwards, Some(1_000));
     assert_eq!(f.exact, None);
-    let f = b.check_time(1_000 + 100_000, 1_000 + 10_000_000, 1_000 + 10_000_000);
+    let f = b.check_time(1_000 + 100_000, 1_000 + 10_000_000, 1_000 + 10_000_000, 0);
     assert!(f.reference.is_some());
+}
+
+#[test]
+fn no_reference_check_spans_a_clocksource_switch() {
+    // The reference stood still for 96 us of a switch: the clock's read
+    // after it is that far ahead of the reference's elapsed time.
+    let b = Base::new();
+    b.settle_time(1_000, 1_000, 1_000, 2, true);
+    let ahead = (1_000 + 1_000_000, 1_000 + 1_000_000 - 96_000);
+    let f = b.check_time(ahead.0, ahead.1, ahead.1, 2);
+    assert!(f.reference.is_some(), "under one count the step is caught");
+    for cs in [3, 4] {
+        let f = b.check_time(ahead.0, ahead.1, ahead.1, cs);
+        assert_eq!(f.reference, None, "count {cs}: a switch ran or runs");
+    }
+    // The read across the switch is the new base: the next is checked.
+    b.settle_time(ahead.0, ahead.1, ahead.1, 4, true);
+    let f = b.check_time(ahead.0 + 1_000, ahead.1 + 1_000, ahead.1 + 1_000, 4);
+    assert_eq!(f.reference, None);
+    let f = b.check_time(ahead.0 + 200_000, ahead.1 + 1_000, ahead.1 + 1_000, 4);
+    assert!(f.reference.is_some());
+    // So is a read of nmiclock's clock (`Base::check`).
+    let p = pair();
+    let b = Base::new();
+    let first = at(1_000_000, p);
+    b.settle(&first, &around(&first), true);
+    let next = at(2_000_000, p);
+    let mut a = around(&next);
+    a.ref_lo = next.ns - 96_000;
+    a.ref_hi = a.ref_lo;
+    assert!(b
+        .check(&next, &a, [p].into_iter(), no_switch)
+        .reference
+        .is_some());
+    a.cs_seq = 1;
+    assert_eq!(
+        b.check(&next, &a, [p].into_iter(), no_switch).reference,
+        None
+    );
 }
 
 #[test]
