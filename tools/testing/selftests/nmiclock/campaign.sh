@@ -5,7 +5,7 @@
 # loaded nmiclock can read, each under each disturbance this machine
 # allows, a stress run a cell, one load of the modules for them all.
 #
-# Usage: campaign.sh [-s SECONDS] [-r READS] [-c CLOCKS] [-x CELLS] [-l]
+# Usage: campaign.sh [-s SECONDS] [-r READS] [-c CLOCKS] [-d DISTURBANCES] [-x CELLS] [-l]
 #
 #   -s SECONDS  each cell's run: SECONDS (default 10), and on to the end
 #               of its disturbance's first round; its coverage target the
@@ -15,6 +15,9 @@
 #               disturbed runs)
 #   -c CLOCKS   only the rows whose clock matches CLOCKS (grep -E, the
 #               whole name)
+#   -d DISTURBANCES only the columns whose name matches DISTURBANCES
+#               (grep -E, the whole name: none, time, slew, offset, cs,
+#               hotplug, conversion, stutter)
 #   -x CELLS    cells done before (CLOCK/DISTURBANCE, space-separated):
 #               not run again
 #   -l          print the plan and exit
@@ -39,12 +42,13 @@
 # not loaded, 1 a cell could not be run.
 
 here=$(cd "$(dirname "$0")" && pwd)
-secs=10 reads=0 done_cells= list=0 only=
-while getopts "s:r:c:x:l" o; do
+secs=10 reads=0 done_cells= list=0 only= only_d=
+while getopts "s:r:c:d:x:l" o; do
 	case $o in
 	s) secs=$OPTARG ;;
 	r) reads=$OPTARG ;;
 	c) only=$OPTARG ;;
+	d) only_d=$OPTARG ;;
 	x) done_cells=$OPTARG ;;
 	l) list=1 ;;
 	*) sed -n '/^# Usage:/,/^$/s/^# \{0,1\}//p' "$0" >&2; exit 1 ;;
@@ -92,6 +96,12 @@ for c in $clocks; do
 	for d in $cols; do plan="$plan $c/$d"; done
 	[ "$c" = nmiclock ] && plan="$plan $c/conversion $c/stutter"
 done
+if [ -n "$only_d" ]; then
+	plan=$(for cell in $plan; do
+		printf '%s\n' "${cell#*/}" | grep -qxE -- "$only_d" && printf ' %s' "$cell"
+	done)
+	[ -n "$plan" ] || { echo "campaign: no disturbance matches -d '$only_d'"; exit 1; }
+fi
 echo "campaign: plan$plan"
 [ $list = 0 ] || exit 0
 
