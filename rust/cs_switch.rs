@@ -21,12 +21,29 @@
 //!   switch's own length, and only within that length of its end
 //!   ([`allowance`]).
 //!
+//! And between switches, the reference is comparable with a clock on
+//! nmiclock's counter only while the clocksource is that counter: another
+//! one (the HPET, the ACPI PM timer) agrees with it only as well as the
+//! two were calibrated against each other. Under QEMU TCG they do not at
+//! all: the emulated TSC gains on the emulated HPET by up to 3 % while
+//! both vCPUs read it (QEMU's `cpu_get_ticks()` moves its offset forward
+//! whenever a host `rdtsc` reads behind the last value it gave). So
+//! the count says which kind of clocksource each stretch had
+//! ([`OTHER_COUNTER`]), and a reference check is made on the counter's
+//! own only. Which kind the new clocksource is, task context tells
+//! ([`note_kind`]: the timekeeper's snapshot, which no probe may take:
+//! the same trampoline serves probes inside the timekeeper's update): a
+//! switch's return marks its stretch as on another counter until a
+//! run's writer has looked.
+//!
 //! While the module is loaded, a kretprobe brackets `change_clocksource()`
 //! ([`Watch`]): its entry and return each add one to a count (odd inside a
 //! switch), and are timed on the module's own counter, which no switch
 //! moves. The probe's handlers, like the readers, use atomics only.
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+pub(crate) use crate::read_check::CS_OTHER_COUNTER as OTHER_COUNTER;
 
 use kernel::c_str;
 use kernel::prelude::*;
@@ -38,17 +55,21 @@ use crate::ffi::kprobe::{Bracket, Edge};
 /// The switches seen since the module loaded. One switch runs at a time
 /// (the kernel's clocksource mutex), so there is one writer at a time.
 struct Switches {
-    /// Entries plus returns: odd while a switch runs.
+    /// Entries plus returns: odd while a switch runs; and
+    /// [`OTHER_COUNTER`] while the clocksource is not nmiclock's counter.
     seq: AtomicU64,
     /// The counter at the last entry and at the last return.
     start: AtomicU64,
     end: AtomicU64,
+    /// A switch returned since [`note_kind`] last looked.
+    unnoted: AtomicBool,
 }
 
 static SWITCHES: Switches = Switches {
     seq: AtomicU64::new(0),
     start: AtomicU64::new(0),
     end: AtomicU64::new(0),
+    unnoted: AtomicBool::new(false),
 };
 
 /// A switch begins: its start is stored before the count goes odd, so a
@@ -60,16 +81,55 @@ fn enter() {
     }
 }
 
-/// It returns (a return whose entry came before the probe is ignored).
+/// It returns (a return whose entry came before the probe is ignored):
+/// the count goes even, on another counter until [`note_kind`] looks.
 fn leave() {
     if SWITCHES.seq.load(Ordering::Relaxed) & 1 != 0 {
         SWITCHES.end.store(Ordered.read(), Ordering::Relaxed);
-        SWITCHES.seq.fetch_add(1, Ordering::Release);
+        let _ = SWITCHES
+            .seq
+            .fetch_update(Ordering::Release, Ordering::Relaxed, |s| {
+                Some(s.wrapping_add(1) | OTHER_COUNTER)
+            });
+        SWITCHES.unnoted.store(true, Ordering::Release);
+    }
+}
+
+/// Notes whether the kernel's clocksource is nmiclock's counter, outside
+/// a switch: when the module loads, at each run's start (all a kernel
+/// whose switch cannot be probed gets) and after a switch
+/// ([`note_kind_after_switch`]). Task context: the timekeeper's snapshot.
+/// If a switch runs meanwhile, the count has moved and this changes
+/// nothing (that switch leaves its own note to take).
+pub(crate) fn note_kind() {
+    let seq = SWITCHES.seq.load(Ordering::Acquire);
+    if seq & 1 != 0 {
+        return;
+    }
+    let kind = if crate::ffi::time::on_own_counter() {
+        0
+    } else {
+        OTHER_COUNTER
+    };
+    let _ = SWITCHES.seq.compare_exchange(
+        seq,
+        (seq & !OTHER_COUNTER) | kind,
+        Ordering::Release,
+        Ordering::Relaxed,
+    );
+}
+
+/// [`note_kind`], if a switch returned since it last looked: a run's
+/// writers call it as they go. Task context.
+pub(crate) fn note_kind_after_switch() {
+    if SWITCHES.unnoted.swap(false, Ordering::Acquire) {
+        note_kind();
     }
 }
 
 /// The switch count now: even and unchanged across two reads if no
-/// switch ran between them. Any context.
+/// switch ran between them, with [`OTHER_COUNTER`] while the clocksource
+/// is not nmiclock's counter. Any context.
 #[inline]
 pub(crate) fn seq() -> u64 {
     SWITCHES.seq.load(Ordering::Acquire)
@@ -97,7 +157,7 @@ pub(crate) fn allowance(at: u64) -> Option<u64> {
     let seq = seq();
     let start = SWITCHES.start.load(Ordering::Acquire);
     let end = SWITCHES.end.load(Ordering::Acquire);
-    if seq == 0 {
+    if seq & !OTHER_COUNTER == 0 {
         return None;
     }
     if seq & 1 != 0 || since(seq) != seq {
@@ -125,7 +185,10 @@ impl Watch {
             Edge::Enter => enter(),
             Edge::Leave => leave(),
         }) {
-            Ok(b) => Ok(Self { _probe: Some(b) }),
+            Ok(b) => {
+                note_kind();
+                Ok(Self { _probe: Some(b) })
+            }
             Err(e) if e == ENOMEM => Err(e),
             Err(e) => {
                 pr_info!(

@@ -29,6 +29,11 @@ pub(crate) struct Promise {
     /// Runs at the rate of `CLOCK_MONOTONIC_RAW`, within NTP's slew and
     /// the reference check's tolerance, and is never stepped.
     pub(crate) raw_rate: bool,
+    /// Reads the kernel's clocksource, as the reference does: its rate is
+    /// judged on any clocksource. Any other clock is judged only while
+    /// the clocksource is nmiclock's counter ([`crate::cs_switch`]): the
+    /// counter such a clock reads, as far as nmiclock can tell.
+    pub(crate) on_clocksource: bool,
     /// May also step back across a clocksource switch, by up to the
     /// switch's own length ([`crate::cs_switch`]): a clock of the
     /// timekeeper, which loses the stretch the switch takes.
@@ -75,6 +80,7 @@ const fn fast(source: &'static str) -> Promise {
         per_cpu: Some(FAST_STEP_BACK_NS),
         cross_cpu: Some(FAST_STEP_BACK_NS),
         raw_rate: true,
+        on_clocksource: true,
         at_switch: true,
         source,
     }
@@ -86,6 +92,7 @@ const fn none(source: &'static str) -> Promise {
         per_cpu: None,
         cross_cpu: None,
         raw_rate: false,
+        on_clocksource: false,
         at_switch: false,
         source,
     }
@@ -177,6 +184,7 @@ builtin_targets! {
         per_cpu: Some(0),
         cross_cpu: Some(0),
         raw_rate: true,
+        on_clocksource: false,
         at_switch: false,
         source: "nmiclock's own: a sched_clock replacement",
     }, update None;
@@ -187,6 +195,7 @@ builtin_targets! {
         per_cpu: Some(0),
         cross_cpu: None,
         raw_rate: false,
+        on_clocksource: false,
         at_switch: false,
         source: "include/linux/sched/clock.h: monotonic per CPU, bounded drift between CPUs, time can go backwards across CPUs",
     }, update Some(SCHED_CLOCK_UPDATE);

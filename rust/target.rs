@@ -188,6 +188,7 @@ pub(crate) const REGISTERED: Promise = Promise {
     per_cpu: Some(0),
     cross_cpu: Some(0),
     raw_rate: true,
+    on_clocksource: false,
     at_switch: false,
     source: "include/nmiclock.h: a clock in ns, read from NMI context",
 };
@@ -424,6 +425,7 @@ fn declared_promise(back_cpu: u64, back_cross: u64, rate: bool) -> Promise {
         per_cpu: (back_cpu != u64::MAX).then_some(back_cpu),
         cross_cpu: (back_cross != u64::MAX).then_some(back_cross),
         raw_rate: rate,
+        on_clocksource: false,
         at_switch: false,
         source: DECLARED_SOURCE,
     };

@@ -85,11 +85,11 @@ pub(crate) fn ktime_get_ns() -> u64 {
     unsafe { bindings::nmiclock_ktime_get_ns() }
 }
 
-/// Whether the kernel's timekeeping still runs on `tsc-early`, the x86
-/// clocksource whose calibration the kernel refines about a second after
-/// the TSC is set up (then switches to `tsc`, at the refined rate). Never
-/// on arm64. Task or hard-IRQ context, as [`ktime_get_ns`].
-pub(crate) fn on_early_tsc() -> bool {
+/// The id of the kernel's clocksource now (`enum clocksource_ids`), `None`
+/// if the timekeeper could not say. Task or hard-IRQ context, as
+/// [`ktime_get_ns`]; also a kprobe's handler outside the timekeeper's
+/// update.
+fn clocksource_id() -> Option<kernel::bindings::clocksource_ids> {
     let mut snap = core::mem::MaybeUninit::<kernel::bindings::system_time_snapshot>::zeroed();
     let p = snap.as_mut_ptr();
     // SAFETY: `p` points at a valid, writable snapshot for the call to
@@ -110,9 +110,34 @@ pub(crate) fn on_early_tsc() -> bool {
     let snap = unsafe { snap.assume_init() };
     #[cfg(nmiclock_kernel_7)]
     if snap.valid == 0 {
-        return false;
+        return None;
     }
-    snap.cs_id == kernel::bindings::clocksource_ids_CSID_X86_TSC_EARLY
+    Some(snap.cs_id)
+}
+
+/// Whether the kernel's timekeeping still runs on `tsc-early`, the x86
+/// clocksource whose calibration the kernel refines about a second after
+/// the TSC is set up (then switches to `tsc`, at the refined rate). Never
+/// on arm64. Task or hard-IRQ context, as [`ktime_get_ns`].
+pub(crate) fn on_early_tsc() -> bool {
+    clocksource_id() == Some(kernel::bindings::clocksource_ids_CSID_X86_TSC_EARLY)
+}
+
+/// Whether the kernel's clocksource reads the counter nmiclock's clock
+/// reads ([`crate::counter`]): the TSC (`tsc`, `tsc-early`) on x86, the
+/// architected timer's (`arch_sys_counter`) on arm64. Contexts as
+/// [`clocksource_id`].
+pub(crate) fn on_own_counter() -> bool {
+    use kernel::bindings as b;
+    let own: &[b::clocksource_ids] = if cfg!(target_arch = "x86_64") {
+        &[
+            b::clocksource_ids_CSID_X86_TSC,
+            b::clocksource_ids_CSID_X86_TSC_EARLY,
+        ]
+    } else {
+        &[b::clocksource_ids_CSID_ARM_ARCH_COUNTER]
+    };
+    clocksource_id().is_some_and(|id| own.contains(&id))
 }
 
 /// [`mono_fast_ns`] as a [`crate::clock::TimeSource`]: what a reader that

@@ -279,6 +279,7 @@ fn writer(k: &Kthread) {
     let mut prev = None;
     let cpus = STRESS.cpus.pin();
     while !k.should_stop() {
+        crate::cs_switch::note_kind_after_switch();
         if kind != target::Kind::Nmiclock {
             // Another target: its update (a registered one's), then a
             // read in task context; the kernel's clocks update themselves.
@@ -635,6 +636,9 @@ impl Stress {
     /// `bench`'s) holds the activity for.
     pub(crate) fn start_with(&self, guard: Guard) -> Result {
         wait_final_calibration();
+        // Which counter the reference reads now: all a kernel whose
+        // switches the module cannot see gets.
+        crate::cs_switch::note_kind();
         // Only from rest: a stop still tearing a run down (`stopping`)
         // would otherwise set `done` over the new run's state.
         if !move_state(State::Idle, State::Starting) && !move_state(State::Done, State::Starting) {

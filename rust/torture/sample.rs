@@ -59,6 +59,10 @@ counters! {
         late_reads: "wrap_late_reads", sum, show::STATS | show::EOT_NMICLOCK;
         /// Elapsed times off the reference's.
         ref_mismatches: "reference_mismatches", sum, show::STATS | show::PERCPU | show::EOT | show::ANOMALY;
+        /// Samples not checked against the reference because the kernel's
+        /// clocksource was not the counter the clock reads
+        /// ([`crate::cs_switch`]).
+        ref_other_counter: "reference_unchecked_other_counter", sum, show::STATS;
         /// Steps back on this CPU, across CPUs, and the largest on this
         /// CPU, ns.
         backwards: "backwards", sum, show::STATS | show::PERCPU | show::EOT | show::ANOMALY;
@@ -538,6 +542,9 @@ pub(crate) fn sample(c: &Cpu, ctx: Context) {
         ref_hi,
         cs_seq,
     };
+    if cs_seq & cs_switch::OTHER_COUNTER != 0 {
+        inc(&c.ref_other_counter);
+    }
     let f = c
         .base
         .check(&r, &a, kclock::conversions(), kclock::switch_record);
@@ -684,6 +691,16 @@ fn sample_target(c: &Cpu, ctx: Context) {
     };
     if let Some(local) = met {
         inc(if local { &c.hits_local } else { &c.hits_remote });
+    }
+    // A clock of the timekeeper reads the clocksource as the reference
+    // does, whichever it is.
+    let cs_seq = if target::promise().on_clocksource {
+        cs_seq & !cs_switch::OTHER_COUNTER
+    } else {
+        cs_seq
+    };
+    if cs_seq & cs_switch::OTHER_COUNTER != 0 {
+        inc(&c.ref_other_counter);
     }
     let f = c.base.check_time(ns, ref_lo, ref_hi, cs_seq);
     if let Some(prev) = f.backwards {

@@ -13,8 +13,9 @@
 //!   conversion switch in between by [`switch_skewed_bound`]);
 //! - against the **reference** clock read on both sides of it, give or
 //!   take [`REF_TOLERANCE_NS`] and [`REF_TOLERANCE_PPM`] of the gap, unless
-//!   a clocksource switch came in between: the kernel's reference loses
-//!   the switch's own time ([`Around::cs_seq`]);
+//!   a clocksource switch came in between (the kernel's reference loses
+//!   the switch's own time) or the reference read another counter than
+//!   the clock ([`Around::cs_seq`]);
 //! - against the reader's **previous** read (backwards).
 //!
 //! No check spans an overrun (an epoch update a whole counter wrap late),
@@ -34,6 +35,14 @@ pub const REF_TOLERANCE_NS: u64 = 20_000;
 /// between two reads, in parts per million of it.
 pub const REF_TOLERANCE_PPM: u64 = 1_000;
 
+/// Set in [`Around::cs_seq`] while the reference reads another counter than
+/// the clock checked (the kernel's clocksource is the HPET, say, and the
+/// clock reads the TSC). Two counters agree only as well as one was
+/// calibrated against the other, which no tolerance here can promise:
+/// under QEMU TCG the emulated TSC gains up to 3 % on the emulated HPET
+/// while vCPUs read it. No reference check then.
+pub const CS_OTHER_COUNTER: u64 = 1 << 63;
+
 /// What the writers had done around one read, gathered by the reader.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Around {
@@ -51,10 +60,12 @@ pub struct Around {
     pub ref_hi: u64,
     /// The kernel's clocksource switches around the reference's two reads:
     /// a count that is odd while one runs, made odd by the reader if it
-    /// changed between them. The reference (the kernel's) stands still for
-    /// part of a switch, so no reference check spans one: a read under
-    /// another count than its base's, or an odd one, is not checked
-    /// against the reference. Always 0 where nothing switches (the host).
+    /// changed between them; with [`CS_OTHER_COUNTER`] while the
+    /// clocksource is not the clock's counter. The reference (the kernel's)
+    /// stands still for part of a switch, so no reference check spans one:
+    /// a read under another count than its base's, an odd one or one on
+    /// another counter is not checked against the reference. Always 0
+    /// where nothing switches (the host).
     pub cs_seq: u64,
 }
 
@@ -215,9 +226,10 @@ impl Base {
     /// The reference check of a read `ns` bracketed by `ref_lo` and
     /// `ref_hi` against the base: the elapsed reference time lies in
     /// [lo, hi], the clock's must too, give or take the tolerance. None
-    /// across a clocksource switch (`cs_seq`, see [`Around::cs_seq`]).
+    /// across a clocksource switch or on another counter (`cs_seq`, see
+    /// [`Around::cs_seq`]).
     fn off_reference(&self, ns: u64, ref_lo: u64, ref_hi: u64, cs_seq: u64) -> Option<(u64, u64)> {
-        if cs_seq & 1 != 0 || self.cs_seq.load(Ordering::Relaxed) != cs_seq {
+        if cs_seq & (1 | CS_OTHER_COUNTER) != 0 || self.cs_seq.load(Ordering::Relaxed) != cs_seq {
             return None;
         }
         let base = self.ns.load(Ordering::Relaxed);

@@ -4,11 +4,12 @@
 //! a tear outside it, a torn read that is no base, backwards, the
 //! reference, overruns, a late switch's allowance (1 ns per switch, none
 //! per epoch update), a switch whose writer is held up between its publish
-//! and its count, and the time-only checks of targets.
+//! and its count, no reference check across a clocksource switch or on
+//! another counter, and the time-only checks of targets.
 
 use nmiclock_core::clock::Reading;
 use nmiclock_core::cyc_ns::{calc_mult_shift, mul_u64_u32_shr, NSEC_PER_MSEC};
-use nmiclock_core::read_check::{Around, Base, REF_TOLERANCE_NS};
+use nmiclock_core::read_check::{Around, Base, CS_OTHER_COUNTER, REF_TOLERANCE_NS};
 
 fn pair() -> (u32, u32) {
     let ms = calc_mult_shift(2_300_000, NSEC_PER_MSEC, 3_600_000).unwrap();
@@ -191,6 +192,50 @@ fn no_reference_check_spans_a_clocksource_switch() {
         b.check(&next, &a, [p].into_iter(), no_switch).reference,
         None
     );
+}
+
+#[test]
+fn no_reference_check_on_another_counter() {
+    // The reference on the HPET, the clock on the TSC, the two 3 % apart
+    // (QEMU TCG): 30 us in a millisecond, off the reference by far.
+    let on_other = 2 | CS_OTHER_COUNTER;
+    let b = Base::new();
+    b.settle_time(1_000, 1_000, 1_000, on_other, true);
+    let (ns, r) = (1_000 + 1_030_000, 1_000 + 1_000_000);
+    assert_eq!(b.check_time(ns, r, r, on_other).reference, None);
+    // Step back checks go on: only the reference is not judged.
+    assert_eq!(b.check_time(900, r, r, on_other).backwards, Some(1_000));
+    // Back on the clock's counter (the count moved with the switch): the
+    // first read re-bases, the next is judged again.
+    b.settle_time(ns, r, r, 4, true);
+    let f = b.check_time(ns + 1_030_000, r + 1_000_000, r + 1_000_000, 4);
+    assert!(f.reference.is_some());
+    // The same for nmiclock's clock (`Base::check`).
+    let p = pair();
+    let b = Base::new();
+    let first = at(1_000_000, p);
+    let mut a = around(&first);
+    a.cs_seq = on_other;
+    b.settle(&first, &a, true);
+    let next = at(2_000_000, p);
+    let mut a = around(&next);
+    a.ref_lo = next.ns - 30_000;
+    a.ref_hi = a.ref_lo;
+    a.cs_seq = on_other;
+    assert_eq!(
+        b.check(&next, &a, [p].into_iter(), no_switch).reference,
+        None
+    );
+    // On the clock's own counter, under one count, it is caught.
+    let b = Base::new();
+    let mut a0 = around(&first);
+    a0.cs_seq = 2;
+    b.settle(&first, &a0, true);
+    a.cs_seq = 2;
+    assert!(b
+        .check(&next, &a, [p].into_iter(), no_switch)
+        .reference
+        .is_some());
 }
 
 #[test]
