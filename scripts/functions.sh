@@ -964,12 +964,14 @@ nmc_results_kernel() {
 # mtimes: a build from another checkout, newer than this one's edits,
 # passes for this one's (and run-host would run the other checkout's
 # binary). Only the core's fingerprints go (in every profile), so that
-# cargo rebuilds the core; its dependencies stay.
+# cargo rebuilds the core; its dependencies stay. OWNER, if given, is the
+# directory that builds there instead of the checkout (run-tests' copy of
+# the core).
 nmc_cargo_own() {
-	local stamp=$1/.nmiclock-checkout
-	[ "$(cat "$stamp" 2>/dev/null)" = "$NMC_ROOT" ] && return 0
+	local stamp=$1/.nmiclock-checkout owner=${2:-$NMC_ROOT}
+	[ "$(cat "$stamp" 2>/dev/null)" = "$owner" ] && return 0
 	rm -rf "$1"/*/.fingerprint/nmiclock-core-* 2>/dev/null
-	mkdir -p "$1" && printf '%s\n' "$NMC_ROOT" >"$stamp"
+	mkdir -p "$1" && printf '%s\n' "$owner" >"$stamp"
 }
 
 # nmc_results_update SECTION FRAGMENT: replaces the section SECTION of
