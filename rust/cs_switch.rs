@@ -120,9 +120,10 @@ pub(crate) fn note_kind() {
 }
 
 /// [`note_kind`], if a switch returned since it last looked: a run's
-/// writers call it as they go. Task context.
+/// writers call it as they go, so its common case is a plain load, which
+/// leaves the flag's cache line shared between their CPUs. Task context.
 pub(crate) fn note_kind_after_switch() {
-    if SWITCHES.unnoted.swap(false, Ordering::Acquire) {
+    if SWITCHES.unnoted.load(Ordering::Relaxed) && SWITCHES.unnoted.swap(false, Ordering::Acquire) {
         note_kind();
     }
 }

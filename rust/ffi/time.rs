@@ -87,8 +87,8 @@ pub(crate) fn ktime_get_ns() -> u64 {
 
 /// The id of the kernel's clocksource now (`enum clocksource_ids`), `None`
 /// if the timekeeper could not say. Task or hard-IRQ context, as
-/// [`ktime_get_ns`]; also a kprobe's handler outside the timekeeper's
-/// update.
+/// [`ktime_get_ns`] (never a probe's handler: it may run inside the
+/// timekeeper's update).
 fn clocksource_id() -> Option<kernel::bindings::clocksource_ids> {
     let mut snap = core::mem::MaybeUninit::<kernel::bindings::system_time_snapshot>::zeroed();
     let p = snap.as_mut_ptr();
